@@ -1,0 +1,196 @@
+// jobkit-bench: the cost of a JobController against raw OperationQueue, measured in one run.
+//
+//   swift run -c release jobkit-bench            # N = 10k, 100k, 1M; 5/5/3 repetitions
+//   swift run -c release jobkit-bench --quick    # N = 10k, 100k; 3 repetitions
+//
+// Every measurement runs in a fresh child process (this same executable, `--child VARIANT N`),
+// so each peak-memory figure belongs to one variant alone and no run warms up another's heap.
+// Variants of one N are interleaved (a, b, a, b, ...) so machine noise hits both alike; the
+// medians and their ratio are printed.
+import Foundation
+import JobKit
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+// MARK: - Variants (run in the child)
+
+/// A variant: does N no-op tasks and returns once all of them finished.
+struct Variant {
+  let name: String
+  let summary: String
+  let run: (Int) -> Void
+}
+
+/// (a) Raw OperationQueue: N BlockOperations, counted down to a semaphore.
+func runRaw(_ n: Int) {
+  let queue = OperationQueue()
+  let done = DispatchSemaphore(value: 0)
+  let remaining = Countdown(n)
+  for _ in 0..<n {
+    queue.addOperation(
+      BlockOperation {
+        if remaining.decrement() { done.signal() }
+      })
+  }
+  done.wait()
+}
+
+/// (b) A JobController tracking the same N BlockOperations with a per-task completion, a group
+/// completion and `allTasksFinished`.
+final class PlainJob: JobController, @unchecked Sendable {
+  let n: Int
+  private(set) var finishedTasks = 0
+  private(set) var groupsFinished = 0
+  private(set) var allFinishedCalls = 0
+
+  init(n: Int) {
+    self.n = n
+    super.init()
+  }
+
+  override func main() {
+    setCompletion(forGroup: BlockOperation.self) { [unowned self] in groupsFinished += 1 }
+    for _ in 0..<n {
+      trackAndQueue(BlockOperation {}) { [unowned self] _ in finishedTasks += 1 }
+    }
+  }
+
+  override func allTasksFinished() {
+    allFinishedCalls += 1
+  }
+}
+
+func runJob(_ n: Int) {
+  let job = PlainJob(n: n)
+  job.startJob()
+  job.waitUntilFinished()
+  precondition(job.finishedTasks == n && job.allFinishedCalls == 1 && job.groupsFinished >= 1)
+}
+
+let variants: [Variant] = [
+  Variant(name: "raw", summary: "(a) OperationQueue + BlockOperation -> semaphore", run: runRaw),
+  Variant(name: "job", summary: "(b) JobController, per-task + group + all-finished callbacks", run: runJob),
+]
+
+/// A thread-safe countdown: `decrement()` returns `true` for the call that reaches zero.
+final class Countdown: @unchecked Sendable {
+  // @unchecked Sendable: `value` is guarded by `lock`.
+  private let lock = NSLock()
+  private var value: Int
+  init(_ value: Int) { self.value = value }
+  func decrement() -> Bool {
+    lock.lock()
+    defer { lock.unlock() }
+    value -= 1
+    return value == 0
+  }
+}
+
+/// Peak resident memory of this process in bytes (VmHWM on Linux, ru_maxrss elsewhere).
+func peakResidentBytes() -> Int {
+  #if os(Linux)
+    if let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) {
+      for line in status.split(separator: "\n") where line.hasPrefix("VmHWM:") {
+        let kb = line.split(separator: " ").compactMap { Int($0) }.first ?? 0
+        return kb * 1024
+      }
+    }
+    return 0
+  #else
+    var usage = rusage()
+    getrusage(RUSAGE_SELF, &usage)
+    return Int(usage.ru_maxrss)
+  #endif
+}
+
+// MARK: - Parent: orchestrate children
+
+struct Sample {
+  let seconds: Double
+  let peakBytes: Int
+}
+
+func runChild(_ variant: String, _ n: Int) -> Sample {
+  let process = Process()
+  process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
+  process.arguments = ["--child", variant, String(n)]
+  let pipe = Pipe()
+  process.standardOutput = pipe
+  do {
+    try process.run()
+  } catch {
+    fatalError("cannot start child: \(error)")
+  }
+  let data = pipe.fileHandleForReading.readDataToEndOfFile()
+  process.waitUntilExit()
+  let fields = String(decoding: data, as: UTF8.self).split(separator: " ")
+  guard process.terminationStatus == 0, fields.count == 2,
+    let seconds = Double(fields[0]), let peak = Int(fields[1].trimmingCharacters(in: .whitespacesAndNewlines))
+  else {
+    fatalError("child \(variant) \(n) failed (status \(process.terminationStatus))")
+  }
+  return Sample(seconds: seconds, peakBytes: peak)
+}
+
+func median(_ values: [Double]) -> Double {
+  let sorted = values.sorted()
+  return sorted[sorted.count / 2]
+}
+
+func format(_ value: Double, _ digits: Int = 2) -> String {
+  String(format: "%.\(digits)f", value)
+}
+
+let arguments = CommandLine.arguments
+if arguments.count == 4, arguments[1] == "--child" {
+  guard let variant = variants.first(where: { $0.name == arguments[2] }), let n = Int(arguments[3]) else {
+    fatalError("unknown child arguments \(arguments)")
+  }
+  let start = DispatchTime.now().uptimeNanoseconds
+  variant.run(n)
+  let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+  print("\(seconds) \(peakResidentBytes())")
+  exit(0)
+}
+
+let quick = arguments.contains("--quick")
+let plan: [(n: Int, repetitions: Int)] = quick ? [(10_000, 3), (100_000, 3)] : [(10_000, 7), (100_000, 5), (1_000_000, 3)]
+
+print("jobkit-bench: \(ProcessInfo.processInfo.activeProcessorCount) cores, medians of interleaved child runs")
+for variant in variants {
+  print("  \(variant.name): \(variant.summary)")
+}
+print("")
+print("N          variant  us/task   peak MB   ratio vs raw (time, memory)")
+var perTaskAtSmallest: [String: Double] = [:]
+for (n, repetitions) in plan {
+  var samples: [String: [Sample]] = [:]
+  for _ in 0..<repetitions {
+    for variant in variants {
+      samples[variant.name, default: []].append(runChild(variant.name, n))
+    }
+  }
+  let baseTime = median(samples["raw"]!.map(\.seconds))
+  let basePeak = median(samples["raw"]!.map { Double($0.peakBytes) })
+  for variant in variants {
+    let time = median(samples[variant.name]!.map(\.seconds))
+    let peak = median(samples[variant.name]!.map { Double($0.peakBytes) })
+    let perTask = time / Double(n) * 1e6
+    if perTaskAtSmallest[variant.name] == nil { perTaskAtSmallest[variant.name] = perTask }
+    let ratio = variant.name == "raw" ? "" : "\(format(time / baseTime))x, \(format(peak / basePeak))x"
+    let label = String(n).padding(toLength: 10, withPad: " ", startingAt: 0)
+    let name = variant.name.padding(toLength: 8, withPad: " ", startingAt: 0)
+    print("\(label) \(name) \(format(perTask).padding(toLength: 9, withPad: " ", startingAt: 0)) \(format(peak / 1e6, 1).padding(toLength: 9, withPad: " ", startingAt: 0)) \(ratio)")
+  }
+  if n != plan[0].n {
+    let growth = variants.map { variant -> String in
+      let now = median(samples[variant.name]!.map(\.seconds)) / Double(n) * 1e6
+      return "\(variant.name) \(format(now / perTaskAtSmallest[variant.name]!))x"
+    }
+    print("           per-task cost vs N=\(plan[0].n): \(growth.joined(separator: ", "))")
+  }
+}

@@ -1,0 +1,36 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+/// Strict settings shared by every target: Swift 6 language mode (set package-wide below),
+/// complete concurrency checking, and `any` spelled out for existentials.
+let strictSettings: [SwiftSetting] = [
+  .enableUpcomingFeature("ExistentialAny"),
+  .enableExperimentalFeature("StrictConcurrency=complete"),
+]
+
+let package = Package(
+  name: "JobKit",
+  platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9), .macCatalyst(.v16)],
+  products: [
+    .library(name: "JobKit", targets: ["JobKit"]),
+    .executable(name: "find-duplicates", targets: ["FindDuplicates"]),
+    .executable(name: "jobkit-bench", targets: ["JobKitBench"]),
+  ],
+  targets: [
+    .target(name: "JobKit", swiftSettings: strictSettings),
+    .executableTarget(
+      name: "FindDuplicates",
+      dependencies: ["JobKit"],
+      path: "Samples/FindDuplicates",
+      swiftSettings: strictSettings
+    ),
+    .executableTarget(
+      name: "JobKitBench",
+      dependencies: ["JobKit"],
+      path: "Benchmarks/JobKitBench",
+      swiftSettings: strictSettings
+    ),
+    .testTarget(name: "JobKitTests", dependencies: ["JobKit"], swiftSettings: strictSettings),
+  ],
+  swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,93 @@
+import Foundation
+
+extension ConcurrentOperation {
+  /// Suspends until the operation finished, then throws its ``error``, or `CancellationError` if
+  /// it was cancelled and finished without an error. Does not start the operation.
+  ///
+  /// If the awaiting Swift task is cancelled first, this stops waiting at once and throws
+  /// `CancellationError`; the operation itself is not cancelled (use `JobController.run()` to
+  /// tie the two together).
+  public func waitForFinish() async throws {
+    let waiter = FinishWaiter()
+    let finished = await withTaskCancellationHandler {
+      await waiter.wait(on: self)
+    } onCancel: {
+      waiter.resume(finished: false)
+    }
+    removeFinishObserver(waiter)
+    guard finished else { throw CancellationError() }
+    try throwOutcome()
+  }
+
+  /// Suspends until the operation finished. Cancelling the awaiting Swift task cancels the
+  /// operation (and keeps waiting for it to actually finish).
+  func waitForFinishCancellingOnTaskCancel() async throws {
+    let waiter = FinishWaiter()
+    _ = await withTaskCancellationHandler {
+      await waiter.wait(on: self)
+    } onCancel: {
+      self.cancel()
+    }
+    try throwOutcome()
+  }
+
+  /// Throws the operation's error, or `CancellationError` for a cancelled operation without one.
+  func throwOutcome() throws {
+    if let error { throw error }
+    if isCancelled { throw CancellationError() }
+  }
+}
+
+/// One suspended `await` on an operation's finish: resumed exactly once, either by the finish or
+/// by the awaiting task's cancellation, whichever comes first.
+final class FinishWaiter: OperationFinishObserver, @unchecked Sendable {
+  // @unchecked Sendable: `state` is a lock-protected box; the rest is immutable.
+  private enum State {
+    case idle
+    case waiting(CheckedContinuation<Bool, Never>)
+    case resumed(finished: Bool)
+  }
+
+  private let state = LockedBox(State.idle)
+
+  func wait(on operation: ConcurrentOperation) async -> Bool {
+    await withCheckedContinuation { continuation in
+      let early: Bool? = state.withLock { state in
+        switch state {
+        case .idle:
+          state = .waiting(continuation)
+          return nil
+        case .resumed(let finished):
+          return finished
+        case .waiting:
+          preconditionFailure("FinishWaiter awaited twice")
+        }
+      }
+      if let early {
+        continuation.resume(returning: early)
+      } else if !operation.addFinishObserver(self) {
+        resume(finished: true)
+      }
+    }
+  }
+
+  func resume(finished: Bool) {
+    let continuation: CheckedContinuation<Bool, Never>? = state.withLock { state in
+      switch state {
+      case .idle:
+        state = .resumed(finished: finished)
+        return nil
+      case .waiting(let continuation):
+        state = .resumed(finished: finished)
+        return continuation
+      case .resumed:
+        return nil
+      }
+    }
+    continuation?.resume(returning: finished)
+  }
+
+  func operationDidFinish(_ operation: ConcurrentOperation) {
+    resume(finished: true)
+  }
+}

@@ -1,0 +1,190 @@
+import Foundation
+
+/// A base class for asynchronous operations: subclass it, override ``operationStart()`` to begin
+/// the work, and call ``operationDone(error:)`` from any thread once the work is done.
+///
+/// `ConcurrentOperation` owns the `isExecuting` / `isFinished` bookkeeping that `OperationQueue`
+/// relies on. Both come from one locked state, and the finish is signalled the way both
+/// Foundations need it: the state changes first, then `isExecuting` and `isFinished` change
+/// notifications are posted with no lock held (on Linux, swift-corelibs-foundation acts on
+/// `didChangeValue(forKey: "isFinished")` only; on Apple platforms these are real KVO
+/// notifications). Dependencies, `completionBlock`, `waitUntilFinished()` and serial queues work
+/// with it as with any `Operation`.
+///
+/// ```swift
+/// final class Delay: ConcurrentOperation, @unchecked Sendable {
+///     private let timer = LockedTimer() // your own thread-safe storage
+///     override func operationStart() {
+///         timer.schedule(after: .seconds(1)) { self.operationDone() }
+///     }
+///     override func operationCancelled() {
+///         timer.invalidate()
+///         operationDone()
+///     }
+/// }
+/// ```
+///
+/// ### Lifecycle and threads
+/// - ``operationStart()`` is called at most once, on the thread that called `start()` (a queue's
+///   worker thread), and never if the operation was cancelled before it started: such an operation
+///   finishes at once, with ``error`` `nil` and `isCancelled` `true`.
+/// - ``operationCancelled()`` is called at most once, only for an operation that started and has
+///   not finished, never at the same time as ``operationStart()``: a `cancel()` that arrives while
+///   ``operationStart()`` runs is delivered right after it returns.
+/// - ``operationDone(error:)`` may be called from any thread; only the first call counts.
+///
+/// Misuse (starting twice, finishing twice, finishing before starting) is reported through
+/// ``JobKitDiagnostics`` and recorded in ``misuses``; it never crashes.
+open class ConcurrentOperation: Operation, @unchecked Sendable {
+  // @unchecked Sendable: all mutable state lives in `state`, a lock-protected box.
+  let state = LockedBox(OperationState())
+
+  /// Creates an operation that is ready to be added to a queue (or started with `start()`).
+  public override init() {
+    super.init()
+  }
+
+  // MARK: - Operation overrides
+
+  /// Always `true`: the operation finishes when ``operationDone(error:)`` is called, not when
+  /// `start()` returns.
+  public final override var isAsynchronous: Bool { true }
+
+  /// `true` from the moment `start()` begins until ``operationDone(error:)``.
+  public final override var isExecuting: Bool { state.withLock { $0.isExecuting } }
+
+  /// `true` once ``operationDone(error:)`` was called (or the operation was cancelled before it
+  /// started and has been started by its queue).
+  public final override var isFinished: Bool { state.withLock { $0.isFinished } }
+
+  /// The error given to ``operationDone(error:)``, if any. `nil` while the operation runs, after a
+  /// successful finish, and after a cancel before start.
+  public var error: (any Error)? { state.withLock { $0.error } }
+
+  /// Every misuse of this operation that JobKit detected, in the order detected. Empty when the
+  /// operation was used correctly. See ``JobKitError/Code`` for each outcome.
+  public var misuses: [JobKitError] { state.withLock { $0.misuses } }
+
+  /// Starts the operation. Called by the queue the operation was added to; call it yourself only
+  /// for an operation that is in no queue.
+  ///
+  /// Calls ``operationStart()`` on the calling thread unless the operation was cancelled first.
+  /// A second call is reported as ``JobKitError/Code/startedTwice`` and ignored.
+  public final override func start() {
+    let action = state.withLock { $0.start(isCancelled: self.isCancelled) }
+    switch action {
+    case .alreadyStarted:
+      reportMisuse(.startedTwice, "start() was called on an operation that already started; ignored")
+      return
+    case .run:
+      postExecutingChange()
+      operationStart()
+    case .skipCancelled:
+      postExecutingChange()
+      startCancelled()
+    }
+    if state.withLock({ $0.operationStartReturned() }) {
+      operationCancelled()
+    }
+  }
+
+  /// Cancels the operation: sets `isCancelled`, and if the operation is running, calls
+  /// ``operationCancelled()`` (once). An operation that did not start yet will finish as soon as
+  /// its queue starts it, without calling ``operationStart()``. Calling it again, or after the
+  /// operation finished, has no further effect.
+  public final override func cancel() {
+    super.cancel()
+    cancellationRequested()
+    if state.withLock({ $0.cancel() }) {
+      operationCancelled()
+    }
+  }
+
+  // MARK: - Subclass contract
+
+  /// Override to begin the operation's work; call ``operationDone(error:)`` when it is done,
+  /// from this method or later from any thread.
+  ///
+  /// Called at most once, on the thread that started the operation, and not at all if the
+  /// operation was cancelled before it started. The default implementation finishes at once.
+  open func operationStart() {
+    operationDone()
+  }
+
+  /// Override to react to `cancel()` while the operation runs: stop the work (invalidate a timer,
+  /// cancel a request) and call ``operationDone(error:)``.
+  ///
+  /// Called at most once, after ``operationStart()`` returned and before the operation finished,
+  /// on the thread that called `cancel()` (or, if the cancel arrived during
+  /// ``operationStart()``, on that thread right after it returned). The default implementation
+  /// does nothing: the operation runs to its end, and `isCancelled` tells it what happened.
+  open func operationCancelled() {}
+
+  /// Marks the operation finished, with an optional error. Safe to call from any thread.
+  ///
+  /// Only the first call counts. A later call, or a call before the operation started, changes
+  /// nothing and is reported (``JobKitError/Code/finishedTwice``,
+  /// ``JobKitError/Code/finishedBeforeStart``).
+  ///
+  /// Once the state says finished, the `isExecuting`/`isFinished` change notifications are
+  /// posted (releasing dependents, `waitUntilFinished()`, the queue slot and `completionBlock`),
+  /// then a job tracking this operation is told. That job may run its callbacks on this thread
+  /// before this method returns, so do not call it while holding a lock those callbacks need.
+  public final func operationDone(error: (any Error)? = nil) {
+    switch state.withLock({ $0.finish(error: error) }) {
+    case .misuse(let code):
+      let what =
+        code == .finishedTwice
+        ? "operationDone() was called on an operation that already finished; ignored"
+        : "operationDone() was called before the operation started; ignored"
+      reportMisuse(code, what)
+    case .notify(let observers):
+      postFinishChange()
+      for observer in observers {
+        observer.operationDidFinish(self)
+      }
+    }
+  }
+
+  // MARK: - Internal hooks
+
+  /// Called (on every `cancel()`) before ``operationCancelled()``; lets a job cancel its tasks
+  /// even while its `main()` runs. Must be idempotent.
+  func cancellationRequested() {}
+
+  /// Called instead of ``operationStart()`` when the operation was cancelled before it started.
+  func startCancelled() {
+    operationDone()
+  }
+
+  /// Registers `observer` to be told when the operation finishes. Returns `false` when it has
+  /// already finished (the observer is then not called).
+  func addFinishObserver(_ observer: any OperationFinishObserver) -> Bool {
+    state.withLock { $0.addObserver(observer) }
+  }
+
+  func removeFinishObserver(_ observer: any OperationFinishObserver) {
+    state.withLock { $0.removeObserver(observer) }
+  }
+
+  /// Records a misuse on this operation and passes it to ``JobKitDiagnostics``.
+  func reportMisuse(_ code: JobKitError.Code, _ message: String) {
+    let error = JobKitError(code, message: message)
+    state.withLock { $0.misuses.append(error) }
+    JobKitDiagnostics.report(error, for: self)
+  }
+
+  // MARK: - Change notifications (never called with a lock held)
+
+  private func postExecutingChange() {
+    willChangeValue(forKey: "isExecuting")
+    didChangeValue(forKey: "isExecuting")
+  }
+
+  private func postFinishChange() {
+    willChangeValue(forKey: "isFinished")
+    willChangeValue(forKey: "isExecuting")
+    didChangeValue(forKey: "isExecuting")
+    didChangeValue(forKey: "isFinished")
+  }
+}

@@ -1,0 +1,215 @@
+import Foundation
+
+/// A job: an operation that starts child tasks and decides its next step when they finish,
+/// instead of declaring a dependency graph up front.
+///
+/// Subclass it, override `main()` to track the first tasks, and override the routing callbacks
+/// (or pass completion closures) to decide what comes next:
+///
+/// ```swift
+/// final class Thumbnails: JobController, @unchecked Sendable {
+///     override func main() {
+///         for url in urls { trackAndQueue(Download(url)) }
+///     }
+///     override func taskFinished(_ task: Operation) {
+///         if let download = task as? Download { trackAndQueue(Resize(download.data)) }
+///     }
+///     override func allTasksFinished() { print("done") }
+/// }
+/// try await Thumbnails().run()
+/// ```
+///
+/// ### Routing
+/// For each finished task `T` whose dynamic type is `G`:
+/// 1. `T`'s own completion closure if it was tracked with one, otherwise ``taskFinished(_:)``;
+/// 2. then, if `T` was `G`'s last unfinished task: `G`'s handler set with
+///    ``setCompletion(forGroup:_:)``, otherwise ``taskGroupFinished(_:)``;
+/// 3. then, if no tracked task is unfinished and `main()` has returned: ``allTasksFinished()``.
+///
+/// A group that reaches zero and later gets new tasks fires again. The job finishes right after
+/// an ``allTasksFinished()`` that tracked nothing new; only then is `isFinished` `true`, so
+/// `completionBlock`, dependents, `waitUntilFinished()` and ``run()`` see a job whose tasks and
+/// callbacks are all done.
+///
+/// ### One at a time
+/// `main()` and every callback of one job run serially, never two at once and never while JobKit
+/// holds a lock, so stored properties of your subclass that only they touch need no lock.
+/// `main()` runs on the job queue's worker thread. A callback runs on the thread that finished
+/// the task (the thread that called ``ConcurrentOperation/operationDone(error:)``, or the global
+/// dispatch queue thread running a plain `Operation`'s `completionBlock`), or on the thread of a
+/// callback that was already running when the task finished. No callback runs before `main()`
+/// returned. Keep callbacks short and never block in them waiting for another task.
+///
+/// ### Cancel and fail
+/// `cancel()`, ``fail(_:)`` and cancelling the Swift task awaiting ``run()`` cancel every
+/// unfinished tracked task, and tasks tracked later are cancelled as they are tracked. No routing
+/// callback runs after that, but the job still waits for its tasks to actually finish, so nothing
+/// it started outlives it. ``run()`` then throws `CancellationError`, or the error given to
+/// ``fail(_:)`` (which is also the job's ``ConcurrentOperation/error``).
+///
+/// ### Misuse
+/// Tracking a task twice, tracking after the job finished, tracking an already finished task and
+/// starting a job twice each have one documented outcome (see ``JobKitError/Code``), are recorded
+/// in ``ConcurrentOperation/misuses`` and reported to ``JobKitDiagnostics``.
+open class JobController: ConcurrentOperation, @unchecked Sendable {
+  // @unchecked Sendable: all mutable state lives in `jobState`, a lock-protected box.
+
+  /// The queue ``trackAndQueue(_:)`` adds tasks to.
+  public let taskQueue: OperationQueue
+
+  let jobState = LockedBox(JobState())
+
+  /// The queue ``startJob()`` and ``run()`` submit jobs to: a concurrent queue shared by all
+  /// jobs. A job occupies a worker thread only while `main()` runs.
+  public static let sharedJobQueue: OperationQueue = {
+    let queue = OperationQueue()
+    queue.name = "JobKit.sharedJobQueue"
+    return queue
+  }()
+
+  /// Creates a job whose tasks run on a concurrent queue the job owns.
+  public override init() {
+    let queue = OperationQueue()
+    queue.name = "JobKit.JobController.taskQueue"
+    self.taskQueue = queue
+    super.init()
+  }
+
+  /// Creates a job whose ``trackAndQueue(_:)`` adds tasks to `taskQueue`, for example a serial
+  /// queue or one shared by several jobs.
+  public init(taskQueue: OperationQueue) {
+    self.taskQueue = taskQueue
+    super.init()
+  }
+
+  // MARK: - Starting
+
+  /// Submits the job to ``sharedJobQueue``.
+  ///
+  /// A job can be submitted once: a second `startJob` (or one after ``run()`` submitted it) is
+  /// reported as ``JobKitError/Code/startedTwice`` and ignored.
+  public func startJob() {
+    startJob(on: Self.sharedJobQueue)
+  }
+
+  /// Submits the job to `queue`. See ``startJob()``.
+  public func startJob(on queue: OperationQueue) {
+    if jobState.withLock({ $0.submit() }) {
+      queue.addOperation(self)
+    } else {
+      reportMisuse(.startedTwice, "startJob was called on a job that was already submitted; ignored")
+    }
+  }
+
+  /// Starts the job on ``sharedJobQueue`` unless ``startJob()`` or `run()` already submitted it
+  /// (or it already started), then suspends until it finished.
+  ///
+  /// Throws the job's error (see ``fail(_:)``), or `CancellationError` if it was cancelled.
+  /// Cancelling the awaiting Swift task cancels the job; `run()` still returns only once the job
+  /// and all its tasks finished. If you added the job to a queue yourself, await
+  /// ``ConcurrentOperation/waitForFinish()`` instead: JobKit cannot see that submission, and
+  /// adding an operation to a queue twice is a fatal error in Foundation.
+  public func run() async throws {
+    let needsSubmission = jobState.withLock { $0.submit() } && !isExecuting && !isFinished
+    if needsSubmission {
+      Self.sharedJobQueue.addOperation(self)
+    }
+    try await waitForFinishCancellingOnTaskCancel()
+  }
+
+  // MARK: - Tracking
+
+  /// Tracks `task`, which the caller adds to a queue (or starts) itself.
+  ///
+  /// Safe from any thread; usually called from `main()` or a callback, which keeps the job alive
+  /// until the task is routed. Routing uses ``taskFinished(_:)``.
+  public func track(_ task: Operation) {
+    track(task, queue: nil) { TrackedTask(job: self, task: task, group: $0) }
+  }
+
+  /// Tracks `task` and adds it to ``taskQueue``.
+  public func trackAndQueue(_ task: Operation) {
+    track(task, queue: taskQueue) { TrackedTask(job: self, task: task, group: $0) }
+  }
+
+  /// Tracks `task`, which the caller queues itself; when it finishes, `completion` is called
+  /// with it instead of ``taskFinished(_:)``, serially with the job's other callbacks.
+  public func track<T: Operation>(_ task: T, completion: @escaping @Sendable (T) -> Void) {
+    track(task, queue: nil) {
+      TrackedTaskWithCompletion(job: self, task: task, group: $0, completion: completion)
+    }
+  }
+
+  /// Tracks `task` and adds it to ``taskQueue``; when it finishes, `completion` is called with
+  /// it instead of ``taskFinished(_:)``, serially with the job's other callbacks.
+  public func trackAndQueue<T: Operation>(_ task: T, completion: @escaping @Sendable (T) -> Void) {
+    track(task, queue: taskQueue) {
+      TrackedTaskWithCompletion(job: self, task: task, group: $0, completion: completion)
+    }
+  }
+
+  /// Sets the handler called instead of ``taskGroupFinished(_:)`` each time the last unfinished
+  /// tracked task whose dynamic type is exactly `group` has been routed. Replaces an earlier
+  /// handler for that group. Safe from any thread; set it before the group's tasks finish.
+  public func setCompletion<T: Operation>(forGroup group: T.Type, _ handler: @escaping @Sendable () -> Void) {
+    jobState.withLock { $0.group(for: group).handler = handler }
+  }
+
+  // MARK: - Stopping
+
+  /// Stops the job with `error`: cancels every unfinished tracked task (and any task tracked
+  /// later), runs no further routing callback, and finishes with ``ConcurrentOperation/error``
+  /// set to `error` once every tracked task finished. ``run()`` throws `error`.
+  ///
+  /// Safe from any thread and from the job's callbacks. Ignored if the job was already cancelled,
+  /// failed or finished.
+  public func fail(_ error: any Error) {
+    stop(.failed(error))
+  }
+
+  // MARK: - Callbacks (override points)
+
+  /// Called for a finished task that was tracked without a completion closure. See the routing
+  /// rules in the type's documentation; runs serially with the job's other callbacks. Not called
+  /// after the job was cancelled or failed. The default implementation does nothing.
+  open func taskFinished(_ task: Operation) {}
+
+  /// Called when the last unfinished task of dynamic type `group` has been routed and no handler
+  /// was set for the group with ``setCompletion(forGroup:_:)``. Runs after that task's own
+  /// callback, serially with the job's other callbacks. The default implementation does nothing.
+  open func taskGroupFinished(_ group: Operation.Type) {}
+
+  /// Called when every tracked task has been routed and `main()` has returned. The job finishes
+  /// right after this returns, unless it tracked new tasks (then it is called again when those
+  /// are done). Not called after the job was cancelled or failed. The default implementation does
+  /// nothing.
+  open func allTasksFinished() {}
+
+  // MARK: - ConcurrentOperation
+
+  /// Runs `main()`, then routes finished tasks. Subclasses override `main()`, not this.
+  public final override func operationStart() {
+    let thread = currentThreadID()
+    if jobState.withLock({ $0.beginMain(on: thread) }) {
+      main()
+    }
+    jobState.withLock { $0.mainReturned() }
+    route()
+  }
+
+  /// A job reacts to `cancel()` by cancelling its tasks (see the type's documentation); this hook
+  /// is not used.
+  public final override func operationCancelled() {}
+
+  override func cancellationRequested() {
+    stop(.cancelled)
+  }
+
+  override func startCancelled() {
+    // Cancelled before it started: `main()` does not run, but tasks tracked before the start
+    // were cancelled and must still be waited for.
+    _ = jobState.withLock { $0.beginMain(on: currentThreadID()) }
+    jobState.withLock { $0.mainReturned() }
+    route()
+  }
+}

@@ -1,0 +1,75 @@
+import Foundation
+
+/// An error JobKit reports: a misuse of its API, or a condition of a task or job.
+///
+/// Match on ``code``; two errors are equal when their codes are equal, whatever their ``message``.
+///
+/// ```swift
+/// if job.misuses.contains(JobKitError(.taskAlreadyTracked)) { ... }
+/// ```
+public struct JobKitError: Error, Hashable, Sendable, CustomStringConvertible {
+  /// What went wrong. Compare codes with `==`, or switch over the static members.
+  public struct Code: Hashable, Sendable, CustomStringConvertible {
+    private enum Base: String, Hashable, Sendable {
+      case startedTwice
+      case finishedTwice
+      case finishedBeforeStart
+      case taskAlreadyTracked
+      case trackedAfterJobFinished
+      case taskAlreadyFinished
+      case taskAlreadyRunning
+    }
+
+    private let base: Base
+
+    private init(_ base: Base) {
+      self.base = base
+    }
+
+    /// `start()` (or `startJob()`) was called on an operation that had already started or been
+    /// submitted. The later call is ignored.
+    public static let startedTwice = Code(.startedTwice)
+    /// `operationDone(error:)` was called on an operation that had already finished. The later
+    /// call is ignored; the first outcome stands.
+    public static let finishedTwice = Code(.finishedTwice)
+    /// `operationDone(error:)` was called before the operation started. The call is ignored.
+    public static let finishedBeforeStart = Code(.finishedBeforeStart)
+    /// A job was asked to track a task it already tracks. The later call is ignored; the task's
+    /// first registration (and its completion closure) stays in effect.
+    public static let taskAlreadyTracked = Code(.taskAlreadyTracked)
+    /// A job was asked to track a task after the job finished. The task is neither tracked nor
+    /// queued, and its completion closure is not called.
+    public static let trackedAfterJobFinished = Code(.trackedAfterJobFinished)
+    /// A job was asked to track a task that had already finished. The task is tracked and routed
+    /// at once (its callbacks run as for any finished task); it is never queued.
+    public static let taskAlreadyFinished = Code(.taskAlreadyFinished)
+    /// `trackAndQueue` was given a task that is already executing on some queue. The task is
+    /// tracked but not queued a second time.
+    public static let taskAlreadyRunning = Code(.taskAlreadyRunning)
+
+    public var description: String { base.rawValue }
+  }
+
+  /// What went wrong.
+  public let code: Code
+  /// A sentence for a person reading a log: what happened, to which operation, and what JobKit did.
+  public let message: String
+
+  /// Creates an error with the given code and an optional human-readable message.
+  public init(_ code: Code, message: String = "") {
+    self.code = code
+    self.message = message
+  }
+
+  public static func == (lhs: JobKitError, rhs: JobKitError) -> Bool {
+    lhs.code == rhs.code
+  }
+
+  public func hash(into hasher: inout Hasher) {
+    hasher.combine(code)
+  }
+
+  public var description: String {
+    message.isEmpty ? "JobKitError.\(code)" : "JobKitError.\(code): \(message)"
+  }
+}

@@ -1,0 +1,127 @@
+/// Something that wants to know when a ``ConcurrentOperation`` finished: a job tracking it, or a
+/// task awaiting it. Called once, after the operation's `isFinished` became `true` and its KVO
+/// notifications were posted, with no JobKit lock held.
+protocol OperationFinishObserver: AnyObject, Sendable {
+  func operationDidFinish(_ operation: ConcurrentOperation)
+}
+
+/// The state of one ``ConcurrentOperation``, changed only by the pure transitions below, each of
+/// which returns what the caller must do once the lock is released.
+struct OperationState {
+  enum Phase: Equatable {
+    /// Not started yet.
+    case idle
+    /// Inside `operationStart()`. A `cancel()` arriving now is remembered and delivered to
+    /// `operationCancelled()` after `operationStart()` returns.
+    case starting(cancelPending: Bool)
+    /// `operationStart()` returned; waiting for `operationDone`.
+    case running(cancelDelivered: Bool)
+    case finished
+  }
+
+  /// Zero, one or many observers, without an array allocation for the common single observer.
+  enum Observers {
+    case none
+    case one(any OperationFinishObserver)
+    case many([any OperationFinishObserver])
+
+    var all: [any OperationFinishObserver] {
+      switch self {
+      case .none: return []
+      case .one(let observer): return [observer]
+      case .many(let observers): return observers
+      }
+    }
+  }
+
+  var phase = Phase.idle
+  var error: (any Error)?
+  var observers = Observers.none
+  var misuses: [JobKitError] = []
+
+  var isExecuting: Bool {
+    switch phase {
+    case .starting, .running: return true
+    case .idle, .finished: return false
+    }
+  }
+
+  var isFinished: Bool { phase == .finished }
+
+  enum StartAction {
+    case run
+    case skipCancelled
+    case alreadyStarted
+  }
+
+  mutating func start(isCancelled: Bool) -> StartAction {
+    guard phase == .idle else { return .alreadyStarted }
+    phase = .starting(cancelPending: false)
+    return isCancelled ? .skipCancelled : .run
+  }
+
+  /// `operationStart()` returned. Returns `true` when a cancel arrived meanwhile and must now be
+  /// delivered to `operationCancelled()`.
+  mutating func operationStartReturned() -> Bool {
+    guard case .starting(let cancelPending) = phase else { return false }
+    phase = .running(cancelDelivered: cancelPending)
+    return cancelPending
+  }
+
+  /// `cancel()` was called. Returns `true` when `operationCancelled()` must be called now.
+  mutating func cancel() -> Bool {
+    switch phase {
+    case .starting:
+      phase = .starting(cancelPending: true)
+      return false
+    case .running(cancelDelivered: false):
+      phase = .running(cancelDelivered: true)
+      return true
+    case .idle, .running(cancelDelivered: true), .finished:
+      return false
+    }
+  }
+
+  enum FinishAction {
+    case notify([any OperationFinishObserver])
+    case misuse(JobKitError.Code)
+  }
+
+  mutating func finish(error: (any Error)?) -> FinishAction {
+    switch phase {
+    case .idle:
+      return .misuse(.finishedBeforeStart)
+    case .finished:
+      return .misuse(.finishedTwice)
+    case .starting, .running:
+      phase = .finished
+      self.error = error
+      let toNotify = observers.all
+      observers = .none
+      return .notify(toNotify)
+    }
+  }
+
+  /// Registers an observer. Returns `false` (and registers nothing) when already finished.
+  mutating func addObserver(_ observer: any OperationFinishObserver) -> Bool {
+    guard phase != .finished else { return false }
+    switch observers {
+    case .none: observers = .one(observer)
+    case .one(let first): observers = .many([first, observer])
+    case .many(var all):
+      observers = .none
+      all.append(observer)
+      observers = .many(all)
+    }
+    return true
+  }
+
+  mutating func removeObserver(_ observer: any OperationFinishObserver) {
+    let remaining = observers.all.filter { $0 !== observer }
+    switch remaining.count {
+    case 0: observers = .none
+    case 1: observers = .one(remaining[0])
+    default: observers = .many(remaining)
+    }
+  }
+}

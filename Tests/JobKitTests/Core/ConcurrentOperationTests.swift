@@ -1,0 +1,213 @@
+import Foundation
+import Testing
+
+@testable import JobKit
+
+@Suite("ConcurrentOperation")
+struct ConcurrentOperationTests {
+  @Test func startRunsOperationStartAndDoneFinishes() {
+    let task = ManualTask()
+    #expect(!task.isExecuting && !task.isFinished && task.isAsynchronous)
+    task.start()
+    #expect(task.didStart && task.isExecuting && !task.isFinished)
+    task.finish(error: TestError(7))
+    #expect(task.isFinished && !task.isExecuting)
+    #expect(task.error as? TestError == TestError(7))
+    #expect(task.misuses.isEmpty)
+  }
+
+  @Test func cancelledBeforeStartFinishesWithoutOperationStart() {
+    let task = ManualTask()
+    task.cancel()
+    #expect(task.cancelHookCalls == 0)
+    let queue = OperationQueue()
+    queue.addOperation(task)
+    #expect(task.finishes())
+    #expect(!task.didStart && task.isCancelled && task.error == nil && task.cancelHookCalls == 0)
+  }
+
+  @Test func onlyTheFirstOperationDoneCounts() {
+    QuietMisuse.install
+    let task = ManualTask()
+    task.start()
+    task.finish(error: TestError(1))
+    task.finish(error: TestError(2))
+    task.finish()
+    #expect(task.error as? TestError == TestError(1))
+    #expect(task.misuses == [JobKitError(.finishedTwice), JobKitError(.finishedTwice)])
+  }
+
+  @Test func operationDoneBeforeStartIsReportedAndIgnored() {
+    QuietMisuse.install
+    let task = ManualTask()
+    task.finish()
+    #expect(!task.isFinished)
+    #expect(task.misuses == [JobKitError(.finishedBeforeStart)])
+    task.start()
+    #expect(task.didStart && task.isExecuting)
+    task.finish()
+    #expect(task.isFinished)
+  }
+
+  @Test func startingTwiceIsReportedAndIgnored() {
+    QuietMisuse.install
+    let counter = Locked(0)
+    final class Counting: ConcurrentOperation, @unchecked Sendable {
+      let counter: Locked<Int>
+      init(_ counter: Locked<Int>) { self.counter = counter }
+      override func operationStart() { counter.mutate { $0 += 1 } }
+    }
+    let task = Counting(counter)
+    task.start()
+    task.start()
+    #expect(counter.value == 1)
+    #expect(task.misuses == [JobKitError(.startedTwice)])
+    task.operationDone()
+  }
+
+  @Test func cancelHookRunsOnceWhileRunning() {
+    let task = ManualTask(finishesOnCancel: false)
+    task.start()
+    task.cancel()
+    task.cancel()
+    #expect(task.cancelHookCalls == 1 && task.isCancelled && !task.isFinished)
+    task.finish()
+    task.cancel()
+    #expect(task.cancelHookCalls == 1)
+  }
+
+  @Test func cancelDuringOperationStartIsDeliveredAfterItReturns() {
+    final class SelfCancelling: ConcurrentOperation, @unchecked Sendable {
+      let log = EventLog()
+      override func operationStart() {
+        log.record("start begins")
+        cancel()
+        log.record("start ends")
+      }
+      override func operationCancelled() {
+        log.record("cancelled")
+        operationDone()
+      }
+    }
+    let task = SelfCancelling()
+    task.start()
+    #expect(task.log.all == ["start begins", "start ends", "cancelled"])
+    #expect(task.isFinished)
+  }
+
+  @Test func dependentsWaitForAnAsynchronousFinish() {
+    let queue = OperationQueue()
+    let first = ManualTask("first")
+    let log = EventLog()
+    let second = BlockOperation { log.record("second ran") }
+    second.addDependency(first)
+    queue.addOperations([second, first], waitUntilFinished: false)
+    #expect(first.startedLatch.wait())
+    log.record("first finishing")
+    DispatchQueue.global().async { first.finish() }
+    #expect(second.finishes())
+    #expect(log.all == ["first finishing", "second ran"])
+  }
+
+  @Test func completionBlockRunsAfterFinish() {
+    let task = ManualTask()
+    let latch = Latch()
+    let sawFinished = Locked(false)
+    task.completionBlock = { [unowned task] in
+      sawFinished.mutate { $0 = task.isFinished }
+      latch.open()
+    }
+    OperationQueue().addOperation(task)
+    #expect(task.startedLatch.wait())
+    DispatchQueue.global().async { task.finish() }
+    #expect(latch.wait())
+    #expect(sawFinished.value)
+    task.completionBlock = nil
+  }
+
+  @Test func waitUntilFinishedReturnsAfterAFinishFromAnotherThread() {
+    let task = ManualTask()
+    OperationQueue().addOperation(task)
+    #expect(task.startedLatch.wait())
+    DispatchQueue.global().async { task.finish() }
+    task.waitUntilFinished()
+    #expect(task.isFinished)
+  }
+
+  @Test func serialQueueRunsAsynchronousOperationsOneAtATime() {
+    let queue = OperationQueue()
+    queue.maxConcurrentOperationCount = 1
+    let running = Locked((now: 0, max: 0))
+    final class Overlapping: ConcurrentOperation, @unchecked Sendable {
+      let running: Locked<(now: Int, max: Int)>
+      init(_ running: Locked<(now: Int, max: Int)>) { self.running = running }
+      override func operationStart() {
+        running.mutate {
+          $0.now += 1
+          $0.max = Swift.max($0.max, $0.now)
+        }
+        DispatchQueue.global().async {
+          self.running.mutate { $0.now -= 1 }
+          self.operationDone()
+        }
+      }
+    }
+    let tasks = (0..<200).map { _ in Overlapping(running) }
+    queue.addOperations(tasks, waitUntilFinished: false)
+    #expect(tasks.last!.finishes())
+    #expect(tasks.allSatisfy { $0.isFinished })
+    #expect(running.value.max == 1)
+  }
+
+  @Test func waitForFinishThrowsTheOutcome() async throws {
+    let failing = InstantTask(failure: TestError(3))
+    OperationQueue().addOperation(failing)
+    await #expect(throws: TestError(3)) { try await failing.waitForFinish() }
+
+    let succeeding = InstantTask()
+    OperationQueue().addOperation(succeeding)
+    try await succeeding.waitForFinish()
+
+    let cancelled = ManualTask()
+    cancelled.cancel()
+    OperationQueue().addOperation(cancelled)
+    await #expect(throws: CancellationError.self) { try await cancelled.waitForFinish() }
+  }
+
+  @Test func waitForFinishStopsWaitingWhenItsTaskIsCancelled() async {
+    let task = ManualTask(finishesOnCancel: false)
+    task.start()
+    let waiter = Task { try await task.waitForFinish() }
+    waiter.cancel()
+    await #expect(throws: CancellationError.self) { try await waiter.value }
+    #expect(!task.isCancelled)
+    task.finish()
+  }
+
+  /// Invariant: however `operationDone` and `cancel` race, each operation finishes exactly once
+  /// (its observer hears of it once) and at most one of the two calls is reported as a second
+  /// finish.
+  @Test func racingDoneAndCancelFinishExactlyOnce() {
+    QuietMisuse.install
+    final class CountingObserver: OperationFinishObserver, @unchecked Sendable {
+      let calls = Locked(0)
+      func operationDidFinish(_ operation: ConcurrentOperation) { calls.mutate { $0 += 1 } }
+    }
+    let count = 2_000
+    let tasks = (0..<count).map { _ in ManualTask(finishesOnCancel: true) }
+    let observers = tasks.map { _ in CountingObserver() }
+    for (task, observer) in zip(tasks, observers) {
+      task.start()
+      #expect(task.addFinishObserver(observer))
+    }
+    DispatchQueue.concurrentPerform(iterations: count * 2) { index in
+      let task = tasks[index / 2]
+      if index % 2 == 0 { task.finish(error: TestError(index)) } else { task.cancel() }
+    }
+    for (task, observer) in zip(tasks, observers) {
+      #expect(task.isFinished)
+      #expect(observer.calls.value == 1)
+      #expect(task.misuses.count <= 1)
+    }
+  }
+}

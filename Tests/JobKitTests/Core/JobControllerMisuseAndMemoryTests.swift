@@ -1,0 +1,107 @@
+import Foundation
+import Testing
+
+@testable import JobKit
+
+@Suite("JobController misuse and memory")
+struct JobControllerMisuseAndMemoryTests {
+  @Test func trackingATaskTwiceKeepsTheFirstRegistration() async throws {
+    QuietMisuse.install
+    let task = ManualTask()
+    let calls = Locked<[String]>([])
+    let job = ScriptedJob { job in
+      job.track(task) { _ in calls.mutate { $0.append("first") } }
+      job.track(task) { _ in calls.mutate { $0.append("second") } }
+      job.trackAndQueue(task)
+      OperationQueue().addOperation(task)
+    }
+    job.startJob()
+    #expect(task.startedLatch.wait())
+    task.finish()
+    try await job.run()
+    #expect(calls.value == ["first"])
+    #expect(job.misuses == [JobKitError(.taskAlreadyTracked), JobKitError(.taskAlreadyTracked)])
+  }
+
+  @Test func trackingAfterTheJobFinishedIsReportedAndDoesNothing() async throws {
+    QuietMisuse.install
+    let job = ScriptedJob { _ in }
+    try await job.run()
+    let late = InstantTask()
+    let called = Locked(false)
+    job.trackAndQueue(late) { _ in called.mutate { $0 = true } }
+    #expect(job.misuses == [JobKitError(.trackedAfterJobFinished)])
+    #expect(!late.isExecuting && !late.isFinished && !called.value)
+  }
+
+  @Test func trackingAnAlreadyFinishedTaskRoutesItAtOnce() async throws {
+    QuietMisuse.install
+    let done = InstantTask()
+    done.start()
+    let plainDone = BlockOperation {}
+    plainDone.start()
+    let job = ScriptedJob { job in
+      job.trackAndQueue(done)
+      job.track(plainDone)
+    }
+    try await job.run()
+    #expect(job.log.all.filter { $0 == "taskFinished" }.count == 2)
+    #expect(job.misuses == [JobKitError(.taskAlreadyFinished), JobKitError(.taskAlreadyFinished)])
+  }
+
+  @Test func startingAJobTwiceIsReportedAndIgnored() async throws {
+    QuietMisuse.install
+    let job = ScriptedJob { $0.trackAndQueue(InstantTask()) }
+    job.startJob()
+    job.startJob()
+    try await job.run()
+    #expect(job.misuses == [JobKitError(.startedTwice)])
+    #expect(job.log.all == ["taskFinished", "group", "all"])
+  }
+
+  @Test func misuseReachesTheDiagnosticsHandler() {
+    let task = ManualTask()
+    task.start()
+    task.finish()
+    let seen = Locked<[JobKitError]>([])
+    let previous = JobKitDiagnostics.misuseHandler
+    JobKitDiagnostics.misuseHandler = { error, operation in
+      if operation === task { seen.mutate { $0.append(error) } }
+    }
+    defer { JobKitDiagnostics.misuseHandler = previous }
+    task.finish()
+    #expect(seen.value == [JobKitError(.finishedTwice)])
+    #expect(seen.value.first?.message.contains("already finished") == true)
+  }
+
+  @Test func aFinishedJobItsTasksAndItsQueueAreFreed() async throws {
+    weak var weakJob: ScriptedJob?
+    weak var weakQueue: OperationQueue?
+    let weakTasks = Locked<[WeakBox]>([])
+    do {
+      let job = ScriptedJob { job in
+        for index in 0..<200 {
+          let task: Operation = index.isMultiple(of: 2) ? InstantTask() : BlockOperation {}
+          weakTasks.mutate { $0.append(WeakBox(task)) }
+          job.trackAndQueue(task) { _ in }
+        }
+      }
+      weakJob = job
+      weakQueue = job.taskQueue
+      try await job.run()
+    }
+    // The queue and global dispatch threads may still hold the last task briefly while they
+    // unwind; wait for them by draining a barrier on the global queue.
+    await withCheckedContinuation { continuation in
+      DispatchQueue.global().async(flags: .barrier) { continuation.resume() }
+    }
+    #expect(weakTasks.value.allSatisfy { $0.object == nil })
+    #expect(weakJob == nil)
+    #expect(weakQueue == nil)
+  }
+}
+
+final class WeakBox: @unchecked Sendable {
+  weak var object: AnyObject?
+  init(_ object: AnyObject) { self.object = object }
+}

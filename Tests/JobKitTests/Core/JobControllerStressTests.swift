@@ -1,0 +1,117 @@
+import Foundation
+import Testing
+
+@testable import JobKit
+
+/// A small deterministic generator (SplitMix64), so stress runs are reproducible from a seed.
+struct SeededGenerator: RandomNumberGenerator {
+  private var state: UInt64
+  init(seed: UInt64) { state = seed }
+  mutating func next() -> UInt64 {
+    state &+= 0x9E37_79B9_7F4A_7C15
+    var z = state
+    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+    return z ^ (z >> 31)
+  }
+}
+
+@Suite("JobController stress")
+struct JobControllerStressTests {
+  /// Invariant: 20,000 tasks finished in a random order from 4 threads: every per-task callback
+  /// runs exactly once, each group callback once (after its last task), `allTasksFinished`
+  /// once, after every task, and the job finishes once.
+  @Test(arguments: [1 as UInt64, 2, 3])
+  func twentyThousandTasksFinishingInRandomOrder(seed: UInt64) async throws {
+    let count = 20_000
+    let tasks = (0..<count).map { ManualTask("\($0)") }
+    final class Job: JobController, @unchecked Sendable {
+      let tasks: [ManualTask]
+      let tracked = Latch()
+      var seen: [Int]
+      var routed = 0
+      var groupCalls = 0
+      var allCalls = 0
+      var routedAtAll = -1
+      init(tasks: [ManualTask]) {
+        self.tasks = tasks
+        self.seen = Array(repeating: 0, count: tasks.count)
+        super.init()
+      }
+      override func main() {
+        for task in tasks {
+          track(task) { [unowned self] task in
+            seen[Int(task.label)!] += 1
+            routed += 1
+          }
+        }
+        tracked.open()
+      }
+      override func taskGroupFinished(_ group: Operation.Type) { groupCalls += 1 }
+      override func allTasksFinished() {
+        allCalls += 1
+        routedAtAll = routed
+      }
+    }
+    let job = Job(tasks: tasks)
+    let jobFinishedCount = Locked(0)
+    job.completionBlock = { jobFinishedCount.mutate { $0 += 1 } }
+    for task in tasks { task.start() }  // started by hand: no queue involved
+    job.startJob()
+    #expect(job.tracked.wait())
+
+    var generator = SeededGenerator(seed: seed)
+    let order = tasks.shuffled(using: &generator)
+    let threads = 4
+    DispatchQueue.concurrentPerform(iterations: threads) { thread in
+      for index in stride(from: thread, to: order.count, by: threads) {
+        order[index].finish()
+      }
+    }
+    try await job.run()
+    #expect(job.seen.allSatisfy { $0 == 1 })
+    #expect(job.routed == count)
+    #expect(job.groupCalls == 1)
+    #expect(job.allCalls == 1 && job.routedAtAll == count)
+    #expect(job.misuses.count == 0)
+    let latch = Latch()
+    DispatchQueue.global().async(flags: .barrier) { latch.open() }
+    _ = latch.wait()
+    #expect(jobFinishedCount.value <= 1)
+    job.completionBlock = nil
+  }
+
+  /// Invariant: with random cancellations racing random finishes, the job still finishes exactly
+  /// once, every task is routed at most once, and no callback runs after the cancel took effect.
+  @Test(arguments: [11 as UInt64, 12])
+  func cancelRacingFinishesFinishesTheJobOnce(seed: UInt64) async throws {
+    QuietMisuse.install
+    let count = 5_000
+    let tasks = (0..<count).map { ManualTask("\($0)", finishesOnCancel: $0.isMultiple(of: 2)) }
+    let callbacks = Locked([Int](repeating: 0, count: count))
+    let job = ScriptedJob { job in
+      for task in tasks {
+        job.trackAndQueue(task) { task in callbacks.mutate { $0[Int(task.label)!] += 1 } }
+      }
+    }
+    job.startJob()
+    for task in tasks { #expect(task.startedLatch.wait()) }
+    var generator = SeededGenerator(seed: seed)
+    let order = tasks.shuffled(using: &generator)
+    let cancelAt = Int.random(in: 0..<count, using: &generator)
+    DispatchQueue.concurrentPerform(iterations: 3) { thread in
+      if thread == 2 {
+        job.cancel()
+        return
+      }
+      for index in stride(from: thread, to: order.count, by: 2) where index != cancelAt {
+        order[index].finish()
+      }
+    }
+    order[cancelAt].finish()
+    await #expect(throws: CancellationError.self) { try await job.run() }
+    #expect(callbacks.value.allSatisfy { $0 <= 1 })
+    #expect(!job.log.all.contains("all"))
+    #expect(tasks.allSatisfy { $0.isFinished })
+  }
+}

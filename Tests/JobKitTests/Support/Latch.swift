@@ -1,0 +1,119 @@
+import Foundation
+import JobKit
+
+/// A one-shot gate a test opens explicitly: `wait()` blocks (with a generous timeout) until
+/// `open()` was called. Used instead of sleeping to order events.
+final class Latch: @unchecked Sendable {
+  // @unchecked Sendable: DispatchSemaphore is thread-safe.
+  private let semaphore = DispatchSemaphore(value: 0)
+
+  func open() { semaphore.signal() }
+
+  /// Returns `false` if the latch was not opened within `timeout` seconds.
+  @discardableResult
+  func wait(timeout seconds: Double = 30) -> Bool {
+    semaphore.wait(timeout: .now() + seconds) == .success
+  }
+}
+
+/// A task the test finishes (or fails) explicitly. Records whether it started and whether it was
+/// told about a cancel.
+final class ManualTask: ConcurrentOperation, @unchecked Sendable {
+  // @unchecked Sendable: state is in `Recorder`-style locked storage below.
+  private let box = Locked<(started: Bool, cancelHook: Int)>((false, 0))
+  let label: String
+  /// When true, `operationCancelled()` finishes the task at once.
+  let finishesOnCancel: Bool
+  let startedLatch = Latch()
+  /// Opened when `operationCancelled()` is called.
+  let cancelledLatch = Latch()
+
+  init(_ label: String = "", finishesOnCancel: Bool = true) {
+    self.label = label
+    self.finishesOnCancel = finishesOnCancel
+    super.init()
+  }
+
+  var didStart: Bool { box.value.started }
+  var cancelHookCalls: Int { box.value.cancelHook }
+
+  override func operationStart() {
+    box.mutate { $0.started = true }
+    startedLatch.open()
+  }
+
+  override func operationCancelled() {
+    box.mutate { $0.cancelHook += 1 }
+    cancelledLatch.open()
+    if finishesOnCancel { operationDone() }
+  }
+
+  func finish(error: (any Error)? = nil) { operationDone(error: error) }
+}
+
+/// A task that finishes as soon as it starts, optionally with an error.
+final class InstantTask: ConcurrentOperation, @unchecked Sendable {
+  // @unchecked Sendable: immutable after init.
+  let label: String
+  let failure: (any Error)?
+
+  init(_ label: String = "", failure: (any Error)? = nil) {
+    self.label = label
+    self.failure = failure
+    super.init()
+  }
+
+  override func operationStart() { operationDone(error: failure) }
+}
+
+/// A lock-protected value for tests.
+final class Locked<Value>: @unchecked Sendable {
+  // @unchecked Sendable: `stored` is only touched under `lock`.
+  private let lock = NSLock()
+  private var stored: Value
+  init(_ value: Value) { stored = value }
+  var value: Value {
+    lock.lock()
+    defer { lock.unlock() }
+    return stored
+  }
+  func mutate<R>(_ body: (inout Value) -> R) -> R {
+    lock.lock()
+    defer { lock.unlock() }
+    return body(&stored)
+  }
+}
+
+/// Records strings in order from any thread.
+final class EventLog: @unchecked Sendable {
+  // @unchecked Sendable: wraps a `Locked`.
+  private let events = Locked<[String]>([])
+  func record(_ event: String) { events.mutate { $0.append(event) } }
+  var all: [String] { events.value }
+}
+
+struct TestError: Error, Equatable {
+  let id: Int
+  init(_ id: Int = 0) { self.id = id }
+}
+
+extension Operation {
+  /// Waits (with a timeout) for the operation to finish; returns `false` on timeout.
+  func finishes(within seconds: Double = 30) -> Bool {
+    let latch = Latch()
+    let poller = BlockOperation {}
+    poller.addDependency(self)
+    poller.completionBlock = { latch.open() }
+    OperationQueue().addOperation(poller)
+    return latch.wait(timeout: seconds)
+  }
+}
+
+/// Tests that misuse JobKit on purpose reference `QuietMisuse.install` so the expected reports
+/// do not flood the test log; each report is still recorded in the operation's `misuses`, which
+/// the tests check.
+enum QuietMisuse {
+  static let install: Void = {
+    JobKitDiagnostics.misuseHandler = { _, _ in }
+  }()
+}
