@@ -21,6 +21,7 @@ import JobKit
 /// A variant: does N no-op tasks and returns once all of them finished.
 struct Variant {
   let name: String
+  let baseline: String
   let summary: String
   let run: (Int) -> Void
 }
@@ -71,9 +72,100 @@ func runJob(_ n: Int) {
   precondition(job.finishedTasks == n && job.allFinishedCalls == 1 && job.groupsFinished >= 1)
 }
 
+/// (a') Raw OperationQueue where each BlockOperation counts down in its `completionBlock`: the
+/// cost of the only finish hook Foundation offers for a plain `Operation` on Linux, which a job
+/// must use for such tasks.
+func runRawCompletionBlock(_ n: Int) {
+  let queue = OperationQueue()
+  let done = DispatchSemaphore(value: 0)
+  let remaining = Countdown(n)
+  for _ in 0..<n {
+    let operation = BlockOperation {}
+    operation.completionBlock = {
+      if remaining.decrement() { done.signal() }
+    }
+    queue.addOperation(operation)
+  }
+  done.wait()
+}
+
+/// A no-op JobKit task: finishes in `operationStart()`, optionally counting down.
+final class NoOpTask: ConcurrentOperation, @unchecked Sendable {
+  // @unchecked Sendable: immutable after init.
+  let countdown: Countdown?
+  let done: DispatchSemaphore?
+  init(countdown: Countdown? = nil, done: DispatchSemaphore? = nil) {
+    self.countdown = countdown
+    self.done = done
+  }
+  override func operationStart() {
+    operationDone()
+    if let countdown, countdown.decrement() { done?.signal() }
+  }
+}
+
+/// (c) Raw OperationQueue with N JobKit `ConcurrentOperation` tasks counted down to a semaphore.
+func runRawConcurrentOperations(_ n: Int) {
+  let queue = OperationQueue()
+  let done = DispatchSemaphore(value: 0)
+  let remaining = Countdown(n)
+  for _ in 0..<n {
+    queue.addOperation(NoOpTask(countdown: remaining, done: done))
+  }
+  done.wait()
+}
+
+/// (d) A JobController tracking the same N `ConcurrentOperation` tasks, with the same callbacks
+/// as (b): JobKit observes their finish directly, without Foundation's completionBlock hop.
+final class NativeJob: JobController, @unchecked Sendable {
+  let n: Int
+  private(set) var finishedTasks = 0
+  private(set) var groupsFinished = 0
+  private(set) var allFinishedCalls = 0
+
+  init(n: Int) {
+    self.n = n
+    super.init()
+  }
+
+  override func main() {
+    setCompletion(forGroup: NoOpTask.self) { [unowned self] in groupsFinished += 1 }
+    for _ in 0..<n {
+      trackAndQueue(NoOpTask()) { [unowned self] _ in finishedTasks += 1 }
+    }
+  }
+
+  override func allTasksFinished() {
+    allFinishedCalls += 1
+  }
+}
+
+func runNativeJob(_ n: Int) {
+  let job = NativeJob(n: n)
+  job.startJob()
+  job.waitUntilFinished()
+  precondition(job.finishedTasks == n && job.allFinishedCalls == 1 && job.groupsFinished >= 1)
+}
+
+/// The variants, and the baseline each one's ratio is taken against.
 let variants: [Variant] = [
-  Variant(name: "raw", summary: "(a) OperationQueue + BlockOperation -> semaphore", run: runRaw),
-  Variant(name: "job", summary: "(b) JobController, per-task + group + all-finished callbacks", run: runJob),
+  Variant(name: "raw", baseline: "raw", summary: "(a) OperationQueue + N BlockOperations -> semaphore", run: runRaw),
+  Variant(
+    name: "job", baseline: "raw",
+    summary: "(b) JobController tracking N BlockOperations: per-task + group + all-finished callbacks",
+    run: runJob),
+  Variant(
+    name: "raw-cb", baseline: "raw",
+    summary: "(a') as (a), counting down in each completionBlock (Foundation's finish hook on Linux)",
+    run: runRawCompletionBlock),
+  Variant(
+    name: "raw-co", baseline: "raw-co",
+    summary: "(c) OperationQueue + N JobKit ConcurrentOperations -> semaphore",
+    run: runRawConcurrentOperations),
+  Variant(
+    name: "job-co", baseline: "raw-co",
+    summary: "(d) JobController tracking N ConcurrentOperations, callbacks as (b)",
+    run: runNativeJob),
 ]
 
 /// A thread-safe countdown: `decrement()` returns `true` for the call that reaches zero.
@@ -158,14 +250,15 @@ if arguments.count == 4, arguments[1] == "--child" {
 }
 
 let quick = arguments.contains("--quick")
-let plan: [(n: Int, repetitions: Int)] = quick ? [(10_000, 3), (100_000, 3)] : [(10_000, 7), (100_000, 5), (1_000_000, 3)]
+let plan: [(n: Int, repetitions: Int)] =
+  quick ? [(10_000, 3), (100_000, 3)] : [(10_000, 7), (100_000, 5), (1_000_000, 3)]
 
 print("jobkit-bench: \(ProcessInfo.processInfo.activeProcessorCount) cores, medians of interleaved child runs")
 for variant in variants {
   print("  \(variant.name): \(variant.summary)")
 }
 print("")
-print("N          variant  us/task   peak MB   ratio vs raw (time, memory)")
+print("N          variant  us/task   peak MB   ratio (time, memory) vs its baseline")
 var perTaskAtSmallest: [String: Double] = [:]
 for (n, repetitions) in plan {
   var samples: [String: [Sample]] = [:]
@@ -174,17 +267,21 @@ for (n, repetitions) in plan {
       samples[variant.name, default: []].append(runChild(variant.name, n))
     }
   }
-  let baseTime = median(samples["raw"]!.map(\.seconds))
-  let basePeak = median(samples["raw"]!.map { Double($0.peakBytes) })
   for variant in variants {
     let time = median(samples[variant.name]!.map(\.seconds))
     let peak = median(samples[variant.name]!.map { Double($0.peakBytes) })
+    let baseTime = median(samples[variant.baseline]!.map(\.seconds))
+    let basePeak = median(samples[variant.baseline]!.map { Double($0.peakBytes) })
     let perTask = time / Double(n) * 1e6
     if perTaskAtSmallest[variant.name] == nil { perTaskAtSmallest[variant.name] = perTask }
-    let ratio = variant.name == "raw" ? "" : "\(format(time / baseTime))x, \(format(peak / basePeak))x"
+    let ratio =
+      variant.baseline == variant.name
+      ? "" : "\(format(time / baseTime))x, \(format(peak / basePeak))x vs \(variant.baseline)"
     let label = String(n).padding(toLength: 10, withPad: " ", startingAt: 0)
     let name = variant.name.padding(toLength: 8, withPad: " ", startingAt: 0)
-    print("\(label) \(name) \(format(perTask).padding(toLength: 9, withPad: " ", startingAt: 0)) \(format(peak / 1e6, 1).padding(toLength: 9, withPad: " ", startingAt: 0)) \(ratio)")
+    let perTaskText = format(perTask).padding(toLength: 9, withPad: " ", startingAt: 0)
+    let peakText = format(peak / 1e6, 1).padding(toLength: 9, withPad: " ", startingAt: 0)
+    print("\(label) \(name) \(perTaskText) \(peakText) \(ratio)")
   }
   if n != plan[0].n {
     let growth = variants.map { variant -> String in

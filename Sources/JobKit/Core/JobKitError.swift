@@ -47,6 +47,7 @@ public struct JobKitError: Error, Hashable, Sendable, CustomStringConvertible {
     /// tracked but not queued a second time.
     public static let taskAlreadyRunning = Code(.taskAlreadyRunning)
 
+    /// The code's name, for example `taskAlreadyTracked`.
     public var description: String { base.rawValue }
   }
 
@@ -61,14 +62,17 @@ public struct JobKitError: Error, Hashable, Sendable, CustomStringConvertible {
     self.message = message
   }
 
+  /// Two errors are equal when their codes are equal; the messages are not compared.
   public static func == (lhs: JobKitError, rhs: JobKitError) -> Bool {
     lhs.code == rhs.code
   }
 
+  /// Hashes the code only, consistent with `==`.
   public func hash(into hasher: inout Hasher) {
     hasher.combine(code)
   }
 
+  /// `JobKitError.<code>: <message>`.
   public var description: String {
     message.isEmpty ? "JobKitError.\(code)" : "JobKitError.\(code): \(message)"
   }

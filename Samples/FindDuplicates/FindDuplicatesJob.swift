@@ -1,0 +1,181 @@
+import Foundation
+import JobKit
+
+/// Finds the files with identical content under a directory, as a workflow that decides its next
+/// step from what the previous one found:
+///
+/// 1. **Scan.** One ``ScanDirectory`` task per directory; each finished scan tracks a scan per
+///    subdirectory and records its files by size.
+/// 2. **Hash.** When the last scan is done: one ``HashFile`` task per file whose size is shared
+///    by another file (a file with a unique size has no duplicate).
+/// 3. **Confirm.** When the last hash is done: one ``ConfirmDuplicates`` task per group of two
+///    or more files with the same size and hash, comparing them byte by byte in parallel.
+/// 4. **Report.** When every task is done, ``allTasksFinished()`` prints the ``Report``.
+///
+/// Unreadable files and directories are skipped and listed in the report; the job itself never
+/// fails.
+final class FindDuplicatesJob: JobController, @unchecked Sendable {
+  // @unchecked Sendable: the mutable state below is only touched from main() and the job's
+  // callbacks, which JobKit runs one at a time.
+
+  let root: URL
+  let minimumSize: Int
+
+  private var startTime = ContinuousClock.now
+  private var statistics = ScanStatistics()
+  private var progress = ProgressLine()
+  private var skipped: [SkippedItem] = []
+  /// Scan results: the paths of the candidate files, by size.
+  private var pathsBySize: [Int: [String]] = [:]
+  /// Hash results: the paths of the hashed files, by size and hash.
+  private var pathsByContent: [ContentKey: [String]] = [:]
+  private var duplicateSets: [DuplicateSet] = []
+
+  private struct ContentKey: Hashable {
+    let size: Int
+    let hash: UInt64
+  }
+
+  /// Creates a job that searches `root`, ignoring files smaller than `minimumSize` bytes.
+  init(root: URL, minimumSize: Int) {
+    self.root = root
+    self.minimumSize = minimumSize
+    // The tasks read the disk more than they compute: a few more than one per core keeps the
+    // disk busy without thrashing it.
+    let queue = OperationQueue()
+    queue.name = "find-duplicates.tasks"
+    queue.maxConcurrentOperationCount = ProcessInfo.processInfo.activeProcessorCount * 2
+    super.init(taskQueue: queue)
+  }
+
+  override func main() {
+    startTime = .now
+    // The scan group fires when the last unfinished ScanDirectory has been routed. A scan's own
+    // completion (`scanned`) tracks the scans of its subdirectories before JobKit counts that
+    // scan as done, so the group cannot reach zero while a directory is still to be listed: it
+    // fires exactly once, after the whole tree was scanned.
+    setCompletion(forGroup: ScanDirectory.self) { [unowned self] in hashCandidates() }
+    setCompletion(forGroup: HashFile.self) { [unowned self] in confirmCandidates() }
+    // No handler for the ConfirmDuplicates group: the report is printed by allTasksFinished(),
+    // which also runs when there was nothing to hash or to confirm (then those groups never
+    // fire).
+    scan(root)
+  }
+
+  // MARK: - Scan
+
+  private func scan(_ directory: URL) {
+    trackAndQueue(ScanDirectory(directory: directory)) { [unowned self] in scanned($0) }
+  }
+
+  private func scanned(_ task: ScanDirectory) {
+    if let error = task.error {
+      skipped.append(SkippedItem(path: task.directory.path, error: error))
+      return
+    }
+    statistics.directoriesScanned += 1
+    for subdirectory in task.subdirectories {
+      scan(subdirectory)
+    }
+    skipped += task.unreadableEntries
+    for file in task.files {
+      statistics.filesScanned += 1
+      if file.size >= minimumSize {
+        pathsBySize[file.size, default: []].append(file.path)
+      } else if file.size == 0 {
+        statistics.emptyFilesIgnored += 1
+      } else {
+        statistics.smallFilesIgnored += 1
+      }
+    }
+    showProgress()
+  }
+
+  // MARK: - Hash
+
+  /// The scan group finished: hash every file whose size is shared by another file.
+  private func hashCandidates() {
+    let candidates = pathsBySize.filter { $0.value.count >= 2 }
+    pathsBySize = [:]
+    // Largest first, so that the longest tasks do not start last and leave the queue idle.
+    for (size, paths) in candidates.sorted(by: { $0.key > $1.key }) {
+      guard size > 0 else {
+        // Empty files (only with --min-size 0) are trivially equal: one set, nothing to read.
+        duplicateSets.append(DuplicateSet(size: 0, paths: paths))
+        continue
+      }
+      for path in paths {
+        statistics.filesToHash += 1
+        trackAndQueue(HashFile(file: ScannedFile(path: path, size: size))) { [unowned self] in
+          hashed($0)
+        }
+      }
+    }
+    showProgress()
+  }
+
+  private func hashed(_ task: HashFile) {
+    statistics.filesHashed += 1
+    statistics.bytesHashed += task.bytesHashed
+    if let error = task.error {
+      skipped.append(SkippedItem(path: task.file.path, error: error))
+    } else if let hash = task.hash {
+      pathsByContent[ContentKey(size: task.file.size, hash: hash), default: []]
+        .append(task.file.path)
+    }
+    showProgress()
+  }
+
+  // MARK: - Confirm
+
+  /// The hash group finished: compare the files of every size-and-hash bucket byte by byte.
+  private func confirmCandidates() {
+    let buckets = pathsByContent.filter { $0.value.count >= 2 }
+    pathsByContent = [:]
+    for (key, paths) in buckets.sorted(by: { $0.key.size > $1.key.size }) {
+      statistics.bucketsToCompare += 1
+      trackAndQueue(ConfirmDuplicates(size: key.size, candidates: paths)) { [unowned self] in
+        confirmed($0)
+      }
+    }
+    showProgress()
+  }
+
+  private func confirmed(_ task: ConfirmDuplicates) {
+    statistics.bucketsCompared += 1
+    duplicateSets += task.duplicateSets
+    skipped += task.unreadableFiles
+    showProgress()
+  }
+
+  // MARK: - Report
+
+  override func allTasksFinished() {
+    progress.clear()
+    Report(
+      duplicateSets: duplicateSets,
+      statistics: statistics,
+      skipped: skipped,
+      minimumSize: minimumSize,
+      elapsed: .now - startTime
+    ).write()
+  }
+
+  private func showProgress() {
+    progress.update(progressText())
+  }
+
+  private func progressText() -> String {
+    var text =
+      "Scanned \(statistics.filesScanned) files in \(statistics.directoriesScanned) dirs"
+    if statistics.filesToHash > 0 {
+      text +=
+        ", hashed \(statistics.filesHashed)/\(statistics.filesToHash) files"
+        + " (\(formatBytes(statistics.bytesHashed)))"
+    }
+    if statistics.bucketsToCompare > 0 {
+      text += ", compared \(statistics.bucketsCompared)/\(statistics.bucketsToCompare) groups"
+    }
+    return text + "…"
+  }
+}
