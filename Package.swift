@@ -14,6 +14,8 @@ let package = Package(
   products: [
     .library(name: "JobKit", targets: ["JobKit"]),
     .executable(name: "find-duplicates", targets: ["FindDuplicates"]),
+    .executable(name: "command-script", targets: ["CommandScript"]),
+    .executable(name: "pipeline", targets: ["PipelineSample"]),
     .executable(name: "jobkit-bench", targets: ["JobKitBench"]),
   ],
   targets: [
@@ -22,6 +24,18 @@ let package = Package(
       name: "FindDuplicates",
       dependencies: ["JobKit"],
       path: "Samples/FindDuplicates",
+      swiftSettings: strictSettings
+    ),
+    .executableTarget(
+      name: "CommandScript",
+      dependencies: ["JobKit"],
+      path: "Samples/CommandScript",
+      swiftSettings: strictSettings
+    ),
+    .executableTarget(
+      name: "PipelineSample",
+      dependencies: ["JobKit"],
+      path: "Samples/Pipeline",
       swiftSettings: strictSettings
     ),
     .executableTarget(

@@ -18,15 +18,17 @@ final class FindDuplicatesJob: JobController, @unchecked Sendable {
   // @unchecked Sendable: the mutable state below is only touched from main() and the job's
   // callbacks, which JobKit runs one at a time.
 
-  let root: URL
+  let root: String
   let minimumSize: Int
 
   private var startTime = ContinuousClock.now
   private var statistics = ScanStatistics()
   private var progress = ProgressLine()
   private var skipped: [SkippedItem] = []
-  /// Scan results: the paths of the candidate files, by size.
-  private var pathsBySize: [Int: [String]] = [:]
+  /// Scan results: the candidate files, by size.
+  private var filesBySize: [Int: [ScannedFile]] = [:]
+  /// The files found so far, to recognize hard links to them.
+  private var fileIDs: Set<FileID> = []
   /// Hash results: the paths of the hashed files, by size and hash.
   private var pathsByContent: [ContentKey: [String]] = [:]
   private var duplicateSets: [DuplicateSet] = []
@@ -37,7 +39,7 @@ final class FindDuplicatesJob: JobController, @unchecked Sendable {
   }
 
   /// Creates a job that searches `root`, ignoring files smaller than `minimumSize` bytes.
-  init(root: URL, minimumSize: Int) {
+  init(root: String, minimumSize: Int) {
     self.root = root
     self.minimumSize = minimumSize
     // The tasks read the disk more than they compute: a few more than one per core keeps the
@@ -64,13 +66,13 @@ final class FindDuplicatesJob: JobController, @unchecked Sendable {
 
   // MARK: - Scan
 
-  private func scan(_ directory: URL) {
+  private func scan(_ directory: String) {
     trackAndQueue(ScanDirectory(directory: directory)) { [unowned self] in scanned($0) }
   }
 
   private func scanned(_ task: ScanDirectory) {
     if let error = task.error {
-      skipped.append(SkippedItem(path: task.directory.path, error: error))
+      skipped.append(SkippedItem(path: task.directory, error: error))
       return
     }
     statistics.directoriesScanned += 1
@@ -78,10 +80,13 @@ final class FindDuplicatesJob: JobController, @unchecked Sendable {
       scan(subdirectory)
     }
     skipped += task.unreadableEntries
+    statistics.specialEntriesIgnored += task.ignoredEntries
     for file in task.files {
       statistics.filesScanned += 1
-      if file.size >= minimumSize {
-        pathsBySize[file.size, default: []].append(file.path)
+      if !fileIDs.insert(file.id).inserted {
+        statistics.hardLinksIgnored += 1
+      } else if file.size >= minimumSize {
+        filesBySize[file.size, default: []].append(file)
       } else if file.size == 0 {
         statistics.emptyFilesIgnored += 1
       } else {
@@ -95,20 +100,19 @@ final class FindDuplicatesJob: JobController, @unchecked Sendable {
 
   /// The scan group finished: hash every file whose size is shared by another file.
   private func hashCandidates() {
-    let candidates = pathsBySize.filter { $0.value.count >= 2 }
-    pathsBySize = [:]
+    let candidates = filesBySize.filter { $0.value.count >= 2 }
+    filesBySize = [:]
+    fileIDs = []
     // Largest first, so that the longest tasks do not start last and leave the queue idle.
-    for (size, paths) in candidates.sorted(by: { $0.key > $1.key }) {
+    for (size, files) in candidates.sorted(by: { $0.key > $1.key }) {
       guard size > 0 else {
         // Empty files (only with --min-size 0) are trivially equal: one set, nothing to read.
-        duplicateSets.append(DuplicateSet(size: 0, paths: paths))
+        duplicateSets.append(DuplicateSet(size: 0, paths: files.map(\.path)))
         continue
       }
-      for path in paths {
+      for file in files {
         statistics.filesToHash += 1
-        trackAndQueue(HashFile(file: ScannedFile(path: path, size: size))) { [unowned self] in
-          hashed($0)
-        }
+        trackAndQueue(HashFile(file: file)) { [unowned self] in hashed($0) }
       }
     }
     showProgress()
@@ -119,7 +123,7 @@ final class FindDuplicatesJob: JobController, @unchecked Sendable {
     statistics.bytesHashed += task.bytesHashed
     if let error = task.error {
       skipped.append(SkippedItem(path: task.file.path, error: error))
-    } else if let hash = task.hash {
+    } else if let hash = task.contentHash {
       pathsByContent[ContentKey(size: task.file.size, hash: hash), default: []]
         .append(task.file.path)
     }
@@ -165,16 +169,17 @@ final class FindDuplicatesJob: JobController, @unchecked Sendable {
     progress.update(progressText())
   }
 
+  /// The progress so far, short enough for an 80-column terminal.
   private func progressText() -> String {
-    var text =
-      "Scanned \(statistics.filesScanned) files in \(statistics.directoriesScanned) dirs"
-    if statistics.filesToHash > 0 {
-      text +=
-        ", hashed \(statistics.filesHashed)/\(statistics.filesToHash) files"
-        + " (\(formatBytes(statistics.bytesHashed)))"
-    }
+    var text = "scanned \(statistics.filesScanned) files in \(statistics.directoriesScanned) dirs"
     if statistics.bucketsToCompare > 0 {
-      text += ", compared \(statistics.bucketsCompared)/\(statistics.bucketsToCompare) groups"
+      text +=
+        ", hashed \(formatBytes(statistics.bytesHashed)),"
+        + " compared \(statistics.bucketsCompared)/\(statistics.bucketsToCompare) sets"
+    } else if statistics.filesToHash > 0 {
+      text +=
+        ", hashed \(formatBytes(statistics.bytesHashed))"
+        + " (\(statistics.filesHashed)/\(statistics.filesToHash) files)"
     }
     return text + "…"
   }

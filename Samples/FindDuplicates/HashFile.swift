@@ -9,7 +9,7 @@ final class HashFile: ConcurrentOperation, @unchecked Sendable {
 
   let file: ScannedFile
   /// The content hash; `nil` if the task failed or was cancelled.
-  private(set) var hash: UInt64?
+  private(set) var contentHash: UInt64?
   /// How many bytes were read and hashed, also when the task failed.
   private(set) var bytesHashed = 0
 
@@ -30,7 +30,7 @@ final class HashFile: ConcurrentOperation, @unchecked Sendable {
         guard bytesHashed == file.size else {
           throw FileReadError.sizeChanged(expected: file.size, actual: bytesHashed)
         }
-        hash = hasher.finalize()
+        contentHash = hasher.finalize()
       }
       operationDone()
     } catch {

@@ -48,7 +48,7 @@ struct Report {
       + " (\(formatBytes(reclaimable)) reclaimable) in \(String(format: "%.2f", seconds)) s."
   }
 
-  /// Says which files were left out by the minimum size.
+  /// Says which files were left out, and why.
   private func notes() -> [String] {
     var notes: [String] = []
     if statistics.emptyFilesIgnored > 0 {
@@ -60,6 +60,17 @@ struct Report {
       notes.append(
         "Ignored \(pluralize(statistics.smallFilesIgnored, "file")) smaller than"
           + " \(formatBytes(minimumSize)) (--min-size).")
+    }
+    if statistics.hardLinksIgnored > 0 {
+      notes.append(
+        "Ignored \(pluralize(statistics.hardLinksIgnored, "hard link"))"
+          + " to files already found (they share storage, so deleting them frees nothing).")
+    }
+    if statistics.specialEntriesIgnored > 0 {
+      let count = pluralize(
+        statistics.specialEntriesIgnored, "symbolic link or special file",
+        "symbolic links and special files")
+      notes.append("Ignored \(count).")
     }
     return notes
   }

@@ -17,13 +17,18 @@ struct SkippedItem: Sendable {
   let path: String
   let reason: String
 
-  init(path: String, error: any Error) {
+  init(path: String, reason: String) {
     self.path = path
-    self.reason = Self.reason(for: error)
+    self.reason = reason
   }
 
-  /// A short reason such as "Permission denied": Foundation's own message on Linux is a generic
-  /// "The operation could not be completed", the POSIX error beneath it says what happened.
+  init(path: String, error: any Error) {
+    self.init(path: path, reason: Self.reason(for: error))
+  }
+
+  /// A short reason such as "Permission denied". On Linux, Foundation's `localizedDescription`
+  /// starts with a generic "The operation could not be completed."; the POSIX error beneath it,
+  /// or else the failure reason, says what happened.
   private static func reason(for error: any Error) -> String {
     if let error = error as? FileReadError {
       return error.description
@@ -32,7 +37,7 @@ struct SkippedItem: Sendable {
     if let underlying = error.userInfo[NSUnderlyingErrorKey] as? NSError {
       return underlying.localizedDescription
     }
-    return error.localizedDescription
+    return error.localizedFailureReason ?? error.localizedDescription
   }
 }
 
@@ -44,6 +49,10 @@ struct ScanStatistics {
   var emptyFilesIgnored = 0
   /// Non-empty files left out because they are smaller than the minimum size.
   var smallFilesIgnored = 0
+  /// Paths left out because they are hard links to a file already found.
+  var hardLinksIgnored = 0
+  /// Symbolic links, FIFOs, sockets and devices.
+  var specialEntriesIgnored = 0
   var filesToHash = 0
   var filesHashed = 0
   var bytesHashed = 0

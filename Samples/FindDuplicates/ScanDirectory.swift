@@ -5,6 +5,14 @@ import JobKit
 struct ScannedFile: Sendable {
   let path: String
   let size: Int
+  /// The file's device and inode: two paths with the same ID are hard links to one file.
+  let id: FileID
+}
+
+/// The identity of a file on disk.
+struct FileID: Hashable, Sendable {
+  let device: UInt64
+  let inode: UInt64
 }
 
 /// A task that lists one directory: its subdirectories, its regular files with their sizes, and
@@ -18,48 +26,47 @@ final class ScanDirectory: ConcurrentOperation, @unchecked Sendable {
   // @unchecked Sendable: the results below are written only by `operationStart()` before it
   // calls `operationDone`, and read only once the task finished.
 
-  let directory: URL
-  private(set) var subdirectories: [URL] = []
+  let directory: String
+  private(set) var subdirectories: [String] = []
   private(set) var files: [ScannedFile] = []
   /// Entries whose type or size could not be read.
   private(set) var unreadableEntries: [SkippedItem] = []
   /// Symbolic links, FIFOs, sockets and devices.
   private(set) var ignoredEntries = 0
 
-  private static let keys: [URLResourceKey] = [
-    .isSymbolicLinkKey, .isDirectoryKey, .isRegularFileKey, .fileSizeKey,
-  ]
-  private static let keySet = Set(keys)
-
-  init(directory: URL) {
+  init(directory: String) {
     self.directory = directory
   }
 
   override func operationStart() {
-    let entries: [URL]
+    let names: [String]
     do {
-      entries = try FileManager.default.contentsOfDirectory(
-        at: directory, includingPropertiesForKeys: Self.keys)
+      names = try FileManager.default.contentsOfDirectory(atPath: directory)
     } catch {
       operationDone(error: error)
       return
     }
-    for entry in entries {
+    let prefix = directory.hasSuffix("/") ? directory : directory + "/"
+    for name in names {
       guard !isCancelled else { break }
-      do {
-        // Resource values describe the entry itself (lstat), not what a symbolic link points to.
-        let values = try entry.resourceValues(forKeys: Self.keySet)
-        if values.isSymbolicLink == true {
-          ignoredEntries += 1
-        } else if values.isDirectory == true {
-          subdirectories.append(entry)
-        } else if values.isRegularFile == true {
-          files.append(ScannedFile(path: entry.path, size: values.fileSize ?? 0))
-        } else {
-          ignoredEntries += 1
-        }
-      } catch {
-        unreadableEntries.append(SkippedItem(path: entry.path, error: error))
+      let path = prefix + name
+      // lstat describes the entry itself, not what a symbolic link points to. (It is also many
+      // times faster than URL.resourceValues on Linux, which gathers every attribute, owner
+      // names included, for each file.)
+      var status = stat()
+      guard lstat(path, &status) == 0 else {
+        let reason = String(cString: strerror(errno))
+        unreadableEntries.append(SkippedItem(path: path, reason: reason))
+        continue
+      }
+      switch status.st_mode & S_IFMT {
+      case S_IFDIR:
+        subdirectories.append(path)
+      case S_IFREG:
+        let id = FileID(device: UInt64(status.st_dev), inode: UInt64(status.st_ino))
+        files.append(ScannedFile(path: path, size: Int(status.st_size), id: id))
+      default:
+        ignoredEntries += 1
       }
     }
     operationDone()

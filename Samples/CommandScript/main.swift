@@ -1,0 +1,1 @@
+print("command-script: not written yet")

@@ -1,0 +1,1 @@
+print("pipeline: not written yet")
