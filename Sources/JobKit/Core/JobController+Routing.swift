@@ -55,9 +55,13 @@ extension JobController {
         }
         reportMisuse(.taskAlreadyRunning, "\(type(of: task)) is already running; tracked, not queued again")
       }
-      // The task may have finished before its completionBlock was set: then the block may never
-      // run, so signal here (a second signal is ignored).
       guard task.isFinished else { return }
+      // The task finished while its completionBlock was being wrapped, so Foundation may have
+      // taken either block. Put the task's own block back (if Foundation took the wrapper, the
+      // wrapper still runs the task's block once) and signal; a second signal is ignored.
+      task.completionBlock = node.previousCompletionBlock
+      taskDidFinish(node)
+      return
     }
     reportMisuse(.taskAlreadyFinished, "\(type(of: task)) had already finished when tracked; routed at once")
     taskDidFinish(node)

@@ -32,20 +32,33 @@ import Foundation
 /// callbacks are all done.
 ///
 /// ### One at a time
-/// `main()` and every callback of one job run serially, never two at once and never while JobKit
-/// holds a lock, so stored properties of your subclass that only they touch need no lock.
-/// `main()` runs on the job queue's worker thread. A callback runs on the thread that finished
-/// the task (the thread that called ``ConcurrentOperation/operationDone(error:)``, or the global
-/// dispatch queue thread running a plain `Operation`'s `completionBlock`), or on the thread of a
-/// callback that was already running when the task finished. No callback runs before `main()`
-/// returned. Keep callbacks short and never block in them waiting for another task.
+/// `main()` and every callback of one job run serially, never on two threads at once and never
+/// while JobKit holds a lock, so stored properties of your subclass that only they touch need no
+/// lock. `main()` runs on the job queue's worker thread. While `main()` runs, each of its own
+/// `track…` calls first delivers the per-task callbacks of tasks that already finished, on
+/// `main()`'s thread, nested in that call; this keeps a `main()` that tracks many tasks from
+/// holding every finished one. Group callbacks and ``allTasksFinished()`` never run before
+/// `main()` returned: a group that reached zero while `main()` ran gets its callback once, right
+/// after `main()` returned, if it is still at zero then. After `main()` returned, its thread
+/// routes what finished meanwhile; later callbacks run on the thread that finished the task (the
+/// thread that called ``ConcurrentOperation/operationDone(error:)``, or the global dispatch
+/// queue thread running a plain `Operation`'s `completionBlock`), or on the thread of a callback
+/// that was running when the task finished. Keep callbacks short and never block in them waiting
+/// for another task.
 ///
 /// ### Cancel and fail
 /// `cancel()`, ``fail(_:)`` and cancelling the Swift task awaiting ``run()`` cancel every
-/// unfinished tracked task, and tasks tracked later are cancelled as they are tracked. No routing
-/// callback runs after that, but the job still waits for its tasks to actually finish, so nothing
-/// it started outlives it. ``run()`` then throws `CancellationError`, or the error given to
-/// ``fail(_:)`` (which is also the job's ``ConcurrentOperation/error``).
+/// unfinished tracked task, and tasks tracked later are cancelled as they are tracked. From then
+/// on no routing callback starts (one that another thread was already about to deliver when the
+/// cancel arrived may still run), but the job still waits for its tasks to actually finish, so
+/// nothing it started outlives it. ``run()`` then throws `CancellationError`, or the error given
+/// to ``fail(_:)`` (which is also the job's ``ConcurrentOperation/error``).
+///
+/// ### Plain operations
+/// A task that is not a ``ConcurrentOperation`` is observed through its `completionBlock`, the
+/// only finish hook Foundation offers on Linux: the job wraps it, and the wrapper puts the task's
+/// own block back, runs it, then tells the job. Set a task's `completionBlock` before tracking
+/// it. A ``ConcurrentOperation`` task is observed directly, without a thread hop.
 ///
 /// ### Misuse
 /// Tracking a task twice, tracking after the job finished, tracking an already finished task and
@@ -60,7 +73,9 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   let jobState = LockedBox(JobState())
 
   /// The queue ``startJob()`` and ``run()`` submit jobs to: a concurrent queue shared by all
-  /// jobs. A job occupies a worker thread only while `main()` runs.
+  /// jobs. A job holds a worker thread while `main()` runs and while that thread routes what
+  /// finished meanwhile; it counts as executing on its queue until it finished, so a serial job
+  /// queue runs one job at a time.
   public static let sharedJobQueue: OperationQueue = {
     let queue = OperationQueue()
     queue.name = "JobKit.sharedJobQueue"
@@ -149,8 +164,10 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   }
 
   /// Sets the handler called instead of ``taskGroupFinished(_:)`` each time the last unfinished
-  /// tracked task whose dynamic type is exactly `group` has been routed. Replaces an earlier
-  /// handler for that group. Safe from any thread; set it before the group's tasks finish.
+  /// tracked task whose dynamic type is exactly `group` has been routed (see the type's
+  /// documentation for groups that reach zero while `main()` runs). Replaces an earlier handler
+  /// for that group. Safe from any thread; set it before the group's tasks finish. The job drops
+  /// its handlers when it finishes.
   public func setCompletion<T: Operation>(forGroup group: T.Type, _ handler: @escaping @Sendable () -> Void) {
     jobState.withLock { $0.group(for: group).handler = handler }
   }

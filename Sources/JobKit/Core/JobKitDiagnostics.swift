@@ -21,7 +21,7 @@ public enum JobKitDiagnostics {
 
   private static let storage = LockedBox<MisuseHandler>(standardErrorHandler)
 
-  /// The default handler: writes `JobKit misuse: <error>` to standard error.
+  /// The default handler: writes `JobKit misuse: <error> [<operation type>]` to standard error.
   public static let standardErrorHandler: MisuseHandler = { error, operation in
     let line = "JobKit misuse: \(error) [\(type(of: operation))]\n"
     FileHandle.standardError.write(Data(line.utf8))

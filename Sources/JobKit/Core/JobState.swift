@@ -205,11 +205,9 @@ struct JobState {
       case nil:
         return .allTasksFinished
       case .cancelled:
-        lifecycle = .finished
-        return .finish(nil)
+        return finish(nil)
       case .failed(let error):
-        lifecycle = .finished
-        return .finish(error)
+        return finish(error)
       }
     }
     router = .free
@@ -219,9 +217,18 @@ struct JobState {
   /// `allTasksFinished()` returned. Returns the finish step if it tracked nothing new, else `nil`.
   mutating func allTasksFinishedReturned() -> Step? {
     guard tracked.isEmpty, finished.isEmpty else { return nil }
+    if case .failed(let error) = stop { return finish(error) }
+    return finish(nil)
+  }
+
+  /// The job is done: drop the group handlers too, so a handler that captured the job strongly
+  /// does not keep it alive.
+  private mutating func finish(_ error: (any Error)?) -> Step {
     lifecycle = .finished
-    if case .failed(let error) = stop { return .finish(error) }
-    return .finish(nil)
+    groups = [:]
+    lastGroup = nil
+    groupsDueAfterMain = []
+    return .finish(error)
   }
 
   // MARK: Stopping

@@ -3,13 +3,18 @@ import Foundation
 /// The bookkeeping for one unfinished task of a job. Lives from `track` until the task has been
 /// routed, then is dropped with the task (bookkeeping is O(unfinished tasks)).
 ///
-/// `job` and `group` never change. `task`, `isSignalled` and `previousCompletionBlock` are only
+/// `job`, `group`, `operation` and `previousCompletionBlock` never change after publication;
+/// `task` and `isSignalled` are only
 /// touched under the job's lock, or by the job's single router after the task was signalled.
 class TrackedTask: OperationFinishObserver, @unchecked Sendable {
   // @unchecked Sendable: mutable fields are guarded by the owning job's lock (see above).
   let job: JobController
   let group: TaskGroupEntry
+  /// The tracked task until it has been routed; then `nil`, so the job no longer holds it.
   var task: Operation?
+  /// The same task, never cleared: read by the wrapping `completionBlock`, which only runs while
+  /// Foundation holds the task.
+  unowned(unsafe) let operation: Operation
   var isSignalled = false
   /// For tasks that are not `ConcurrentOperation`s: the `completionBlock` the task had before the
   /// job wrapped it, called first and put back once the task finished. Set before the node is
@@ -19,6 +24,7 @@ class TrackedTask: OperationFinishObserver, @unchecked Sendable {
   init(job: JobController, task: Operation, group: TaskGroupEntry) {
     self.job = job
     self.task = task
+    self.operation = task
     self.group = group
     if !(task is ConcurrentOperation) {
       previousCompletionBlock = task.completionBlock
@@ -33,13 +39,11 @@ class TrackedTask: OperationFinishObserver, @unchecked Sendable {
   }
 
   /// The wrapping `completionBlock` of a plain `Operation` task ran (once, after it finished):
-  /// run the task's own block, put it back, and signal the job.
+  /// put the task's own block back first (so two jobs tracking one task unwind in order), run
+  /// it, and signal the job (a second signal is ignored).
   func completionBlockDidRun() {
-    // Not yet signalled, so `task` is still set and only read here.
-    if let task {
-      previousCompletionBlock?()
-      task.completionBlock = previousCompletionBlock
-    }
+    operation.completionBlock = previousCompletionBlock
+    previousCompletionBlock?()
     job.taskDidFinish(self)
   }
 }

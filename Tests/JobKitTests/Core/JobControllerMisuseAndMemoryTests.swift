@@ -101,6 +101,59 @@ struct JobControllerMisuseAndMemoryTests {
   }
 }
 
+extension JobControllerMisuseAndMemoryTests {
+  @Test func twoJobsTrackingOnePlainTaskBothRouteItAndItKeepsItsOwnBlock() async throws {
+    let ownBlockRuns = Locked(0)
+    let ownBlockRan = Latch()
+    let task = BlockOperation {}
+    task.completionBlock = {
+      ownBlockRuns.mutate { $0 += 1 }
+      ownBlockRan.open()
+    }
+    let routed = Locked(0)
+    let firstTracked = Latch()
+    let secondTracked = Latch()
+    let first = ScriptedJob { job in
+      job.track(task) { _ in routed.mutate { $0 += 1 } }
+      firstTracked.open()
+    }
+    let second = ScriptedJob { job in
+      job.track(task) { _ in routed.mutate { $0 += 1 } }
+      secondTracked.open()
+    }
+    first.startJob()
+    second.startJob()
+    #expect(firstTracked.wait() && secondTracked.wait())  // both wrapped it before it runs
+    OperationQueue().addOperation(task)
+    try await first.run()
+    try await second.run()
+    #expect(ownBlockRan.wait())
+    #expect(routed.value == 2)
+    #expect(ownBlockRuns.value == 1)
+    #expect(task.completionBlock != nil)
+    task.completionBlock?()  // it is the task's own block again, not a JobKit wrapper
+    #expect(ownBlockRuns.value == 2)
+  }
+
+  @Test func aGroupHandlerCapturingTheJobStronglyDoesNotLeakIt() async throws {
+    final class Job: JobController, @unchecked Sendable {
+      var groupCalls = 0
+      override func main() {
+        setCompletion(forGroup: InstantTask.self) { self.groupCalls += 1 }  // strong on purpose
+        trackAndQueue(InstantTask())
+      }
+    }
+    weak var weakJob: Job?
+    do {
+      let job = Job()
+      weakJob = job
+      try await job.run()
+      #expect(job.groupCalls == 1)
+    }
+    #expect(weakJob == nil)
+  }
+}
+
 final class WeakBox: @unchecked Sendable {
   weak var object: AnyObject?
   init(_ object: AnyObject) { self.object = object }
