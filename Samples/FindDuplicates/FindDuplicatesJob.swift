@@ -56,8 +56,8 @@ final class FindDuplicatesJob: JobController, @unchecked Sendable {
     // completion (`scanned`) tracks the scans of its subdirectories before JobKit counts that
     // scan as done, so the group cannot reach zero while a directory is still to be listed: it
     // fires exactly once, after the whole tree was scanned.
-    setCompletion(forGroup: ScanDirectory.self) { [unowned self] in hashCandidates() }
-    setCompletion(forGroup: HashFile.self) { [unowned self] in confirmCandidates() }
+    setCompletion(forGroup: ScanDirectory.self) { self.hashCandidates() }
+    setCompletion(forGroup: HashFile.self) { self.confirmCandidates() }
     // No handler for the ConfirmDuplicates group: the report is printed by allTasksFinished(),
     // which also runs when there was nothing to hash or to confirm (then those groups never
     // fire).
@@ -67,7 +67,7 @@ final class FindDuplicatesJob: JobController, @unchecked Sendable {
   // MARK: - Scan
 
   private func scan(_ directory: String) {
-    trackAndQueue(ScanDirectory(directory: directory)) { [unowned self] in scanned($0) }
+    trackAndQueue(ScanDirectory(directory: directory)) { self.scanned($0) }
   }
 
   private func scanned(_ task: ScanDirectory) {
@@ -112,7 +112,7 @@ final class FindDuplicatesJob: JobController, @unchecked Sendable {
       }
       for file in files {
         statistics.filesToHash += 1
-        trackAndQueue(HashFile(file: file)) { [unowned self] in hashed($0) }
+        trackAndQueue(HashFile(file: file)) { self.hashed($0) }
       }
     }
     showProgress()
@@ -138,9 +138,7 @@ final class FindDuplicatesJob: JobController, @unchecked Sendable {
     pathsByContent = [:]
     for (key, paths) in buckets.sorted(by: { $0.key.size > $1.key.size }) {
       statistics.bucketsToCompare += 1
-      trackAndQueue(ConfirmDuplicates(size: key.size, candidates: paths)) { [unowned self] in
-        confirmed($0)
-      }
+      trackAndQueue(ConfirmDuplicates(size: key.size, candidates: paths)) { self.confirmed($0) }
     }
     showProgress()
   }

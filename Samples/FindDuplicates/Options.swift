@@ -35,8 +35,8 @@ struct Options {
 
     while let argument = arguments.next() {
       if optionsEnded || !argument.hasPrefix("-") || argument == "-" {
-        guard directory == nil else {
-          throw UsageError("only one directory can be searched; got '\(directory!)' and '\(argument)'")
+        if let directory {
+          throw UsageError("expected one directory, got '\(directory)' and '\(argument)'")
         }
         directory = argument
         continue
