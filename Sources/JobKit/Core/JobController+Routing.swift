@@ -1,10 +1,18 @@
 import Foundation
 
 extension JobController {
-  /// Registers `task` (with the node `makeNode` builds), then queues it or hooks its finish. When
-  /// called from `main()`, first routes the tasks that already finished.
-  func track(_ task: Operation, queue: OperationQueue?, makeNode: (TaskGroupEntry) -> TrackedTask) {
-    let outcome = jobState.withLock { $0.track(task, makeNode: makeNode) }
+  /// Registers `task` (with the node `makeNode` builds), hooks its finish and queues it on
+  /// `queue` (unless it waits for a slot of its group's limit). When called from `main()`, first
+  /// routes the tasks that already finished. Returns the node, or `nil` if it was not tracked.
+  @discardableResult
+  func track(
+    _ task: Operation,
+    queue: OperationQueue?,
+    replacing previous: TrackedTask? = nil,
+    makeNode: (TaskGroupEntry) -> TrackedTask
+  ) -> TrackedTask? {
+    let outcome = jobState.withLock { $0.track(task, queue: queue, replacing: previous, makeNode: makeNode) }
+    var tracked: TrackedTask?
     switch outcome {
     case .jobFinished:
       reportMisuse(
@@ -13,13 +21,15 @@ extension JobController {
       )
     case .alreadyTracked:
       reportMisuse(.taskAlreadyTracked, "\(type(of: task)) is already tracked by this job; ignored")
-    case .tracked(let node, let cancel):
+    case .tracked(let node, let cancel, let queueNow):
       if cancel {
         task.cancel()
       }
-      observeFinish(of: task, node: node, queue: queue)
+      observeFinish(of: task, node: node, queue: queueNow ? queue : nil)
+      tracked = node
     }
     routeFinishedInMain()
+    return tracked
   }
 
   /// If the caller is `main()`, routes (per-task callbacks only) the tasks that finished so far,
@@ -38,22 +48,15 @@ extension JobController {
   private func observeFinish(of task: Operation, node: TrackedTask, queue: OperationQueue?) {
     if let operation = task as? ConcurrentOperation {
       if operation.addFinishObserver(node) {
-        guard let queue else { return }
-        if operation.isExecuting {
-          reportMisuse(.taskAlreadyRunning, "\(type(of: task)) is already running; tracked, not queued again")
-        } else {
-          queue.addOperation(operation)
+        if let queue {
+          enqueue(operation, on: queue)
         }
         return
       }
     } else if !task.isFinished {
       task.completionBlock = { [node] in node.completionBlockDidRun() }
-      if let queue {
-        if !task.isExecuting {
-          queue.addOperation(task)
-          return
-        }
-        reportMisuse(.taskAlreadyRunning, "\(type(of: task)) is already running; tracked, not queued again")
+      if let queue, enqueue(task, on: queue) {
+        return
       }
       guard task.isFinished else { return }
       // The task finished while its completionBlock was being wrapped, so Foundation may have
@@ -67,17 +70,84 @@ extension JobController {
     taskDidFinish(node)
   }
 
-  /// A tracked task finished: queue it for routing, and route now if no other thread is routing.
+  /// Adds `task` to `queue` unless it is already executing (a second `addOperation` would be a
+  /// fatal error in Foundation). Returns whether it was added.
+  @discardableResult
+  private func enqueue(_ task: Operation, on queue: OperationQueue) -> Bool {
+    if task.isExecuting || task.isFinished {
+      reportMisuse(.taskAlreadyRunning, "\(type(of: task)) is already running; tracked, not queued again")
+      return false
+    }
+    queue.addOperation(task)
+    return true
+  }
+
+  /// A tracked task finished: retry it if its policy says so, else queue it for routing (and
+  /// route now if no other thread is routing), and start the next task waiting for its slot.
   func taskDidFinish(_ node: TrackedTask) {
-    if jobState.withLock({ $0.taskFinished(node) }) {
+    if let retry = node.extras?.retry, scheduleRetry(of: node, retry) {
+      return
+    }
+    let actions = jobState.withLock { $0.taskFinished(node) }
+    actions.timeout?.cancel()
+    for admitted in actions.admitted {
+      if let task = admitted.task, let queue = admitted.extras?.pendingQueue {
+        enqueue(task, on: queue)
+      }
+    }
+    if actions.route {
       route()
     }
   }
 
-  func stop(_ reason: JobState.Stop) {
-    let tasks = jobState.withLock { $0.stop(reason) }
-    for task in tasks {
+  /// If `node`'s attempt failed and its policy allows another, schedules the next attempt after
+  /// the policy's delay (no thread waits) and returns `true`.
+  private func scheduleRetry(of node: TrackedTask, _ retry: RetryAttempt) -> Bool {
+    guard retry.number < retry.policy.maxAttempts,
+      let error = (node.operation as? ConcurrentOperation)?.error,
+      !(error is CancellationError), !node.operation.isCancelled,
+      retry.policy.retryIf(error)
+    else { return false }
+    var generator = SystemRandomNumberGenerator()
+    let delay = retry.policy.delay(beforeAttempt: retry.number + 1, using: &generator)
+    let item = DispatchWorkItem { [weak self] in
+      guard let self, self.jobState.withLock({ $0.claimRetry(of: node) }) else { return }
+      retry.trackNext(node)
+    }
+    guard jobState.withLock({ $0.beginRetry(of: node, after: item) }) else { return false }
+    DispatchQueue.global().asyncAfter(deadline: .now() + delay.dispatchInterval, execute: item)
+    return true
+  }
+
+  /// Arms a timeout for `node`: if its task still runs after `timeout`, it is cancelled and counts
+  /// as failed with ``JobKitError/Code/timedOut``.
+  func armTimeout(_ timeout: Duration, for node: TrackedTask) {
+    let item = DispatchWorkItem { [weak self] in
+      guard let self, let task = self.jobState.withLock({ $0.timeoutExpired(for: node) }) else { return }
       task.cancel()
+    }
+    if jobState.withLock({ $0.armTimeout(item, for: node) }) {
+      DispatchQueue.global().asyncAfter(deadline: .now() + timeout.dispatchInterval, execute: item)
+    }
+  }
+
+  func stop(_ reason: JobState.Stop) {
+    perform(jobState.withLock { $0.stop(reason) })
+  }
+
+  /// Carries out a stop: cancels timers and tasks, releases tasks that waited for a slot, routes.
+  func perform(_ actions: JobState.StopActions) {
+    for timer in actions.timers {
+      timer.cancel()
+    }
+    for task in actions.cancel {
+      task.cancel()
+    }
+    for (task, queue) in actions.release {
+      enqueue(task, on: queue)
+    }
+    if actions.route {
+      route()
     }
   }
 
@@ -110,12 +180,27 @@ extension JobController {
   private func routeOne(_ node: TrackedTask) {
     // The node was signalled, so nobody but this router touches `node.task` any more.
     guard let task = node.task else { return }
-    if jobState.withLock({ $0.shouldDeliverCallbacks }) {
+    let failure = failure(of: task, node: node)
+    switch jobState.withLock({ $0.beginRouting(node, failure: failure, isCancelled: task.isCancelled) }) {
+    case .deliver:
       if !node.deliverCompletion(task) {
         taskFinished(task)
       }
+    case .skip:
+      break
+    case .failFast(let actions):
+      perform(actions)
     }
     deliver(jobState.withLock { $0.routed(node) })
+  }
+
+  /// The failure a finished task stands for, if any: a timeout, or a `ConcurrentOperation` error.
+  private func failure(of task: Operation, node: TrackedTask) -> TaskFailure? {
+    if let extras = node.extras, jobState.withLock({ _ in extras.timedOut }) {
+      return TaskFailure(task: task, error: JobKitError(.timedOut, message: "\(type(of: task)) timed out"))
+    }
+    guard let operation = task as? ConcurrentOperation, let error = operation.error else { return nil }
+    return TaskFailure(task: task, error: error)
   }
 
   private func deliver(_ outcome: JobState.GroupOutcome) {

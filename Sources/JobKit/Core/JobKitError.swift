@@ -18,6 +18,8 @@ public struct JobKitError: Error, Hashable, Sendable, CustomStringConvertible {
       case trackedAfterJobFinished
       case taskAlreadyFinished
       case taskAlreadyRunning
+      case invalidLimit
+      case timedOut
     }
 
     private let base: Base
@@ -46,6 +48,11 @@ public struct JobKitError: Error, Hashable, Sendable, CustomStringConvertible {
     /// `trackAndQueue` was given a task that is already executing on some queue. The task is
     /// tracked but not queued a second time.
     public static let taskAlreadyRunning = Code(.taskAlreadyRunning)
+    /// `setMaxConcurrentTasks` was given a limit below 1. The call is ignored.
+    public static let invalidLimit = Code(.invalidLimit)
+    /// Not a misuse: the error recorded for a task that was still running when its timeout
+    /// expired (see `JobController.trackAndQueue(_:timeout:completion:)`). The task was cancelled.
+    public static let timedOut = Code(.timedOut)
 
     /// The code's name, for example `taskAlreadyTracked`.
     public var description: String { base.rawValue }

@@ -52,6 +52,9 @@ struct JobState {
   var groups: [ObjectIdentifier: TaskGroupEntry] = [:]
   /// The group of the most recently tracked task: most jobs track runs of one type.
   var lastGroup: TaskGroupEntry?
+  var failurePolicy = FailurePolicy.ignore
+  /// Every failure routed so far, in routing order.
+  var failures: [TaskFailure] = []
 
   // MARK: Submission and start
 
@@ -79,8 +82,9 @@ struct JobState {
   // MARK: Tracking
 
   enum TrackOutcome {
-    /// Tracked. `cancel`: the job is stopping, so cancel the task.
-    case tracked(node: TrackedTask, cancel: Bool)
+    /// Tracked. `cancel`: the job is stopping, so cancel the task. `queueNow`: add it to the
+    /// queue now (`false` while it waits for a slot of its group's limit).
+    case tracked(node: TrackedTask, cancel: Bool, queueNow: Bool)
     case alreadyTracked
     case jobFinished
   }
@@ -100,7 +104,14 @@ struct JobState {
   }
 
   /// Starts tracking `task` with the node `makeNode` builds (it only allocates; no user code).
-  mutating func track(_ task: Operation, makeNode: (TaskGroupEntry) -> TrackedTask) -> TrackOutcome {
+  /// `queue` is where the job will queue it (`nil` if the caller queues it). `replacing` is a
+  /// retried task's previous attempt, forgotten silently once the new one is tracked.
+  mutating func track(
+    _ task: Operation,
+    queue: OperationQueue?,
+    replacing previous: TrackedTask? = nil,
+    makeNode: (TaskGroupEntry) -> TrackedTask
+  ) -> TrackOutcome {
     guard lifecycle != .finished else { return .jobFinished }
     let id = ObjectIdentifier(task)
     let node = makeNode(group(for: type(of: task)))
@@ -109,19 +120,110 @@ struct JobState {
       tracked[id] = first
       return .alreadyTracked
     }
-    node.group.unfinished += 1
-    return .tracked(node: node, cancel: stop != nil)
+    let group = node.group
+    group.unfinished += 1
+    if let previous {
+      forget(previous)
+    }
+    var queueNow = queue != nil
+    if let queue, let limit = group.limit, stop == nil {
+      let extras = node.extras ?? TaskExtras()
+      node.extras = extras
+      if group.running < limit {
+        group.running += 1
+        extras.holdsSlot = true
+      } else {
+        extras.pendingQueue = queue
+        group.enqueueWaiting(node)
+        queueNow = false
+      }
+    }
+    return .tracked(node: node, cancel: stop != nil, queueNow: queueNow)
+  }
+
+  /// Drops `node` without routing it (a retried attempt replaced by the next one).
+  private mutating func forget(_ node: TrackedTask) {
+    if let task = node.task {
+      tracked.removeValue(forKey: ObjectIdentifier(task))
+    }
+    node.task = nil
+    node.group.unfinished -= 1
+  }
+
+  /// Sets a group's limit. Returns the waiting tasks it admits, to be queued by the caller.
+  mutating func setLimit(_ limit: Int, for type: Operation.Type) -> [TrackedTask] {
+    let group = group(for: type)
+    group.limit = limit
+    return stop == nil ? group.admitWaiting() : []
   }
 
   // MARK: Finishing tasks
 
-  /// A tracked task finished. Returns `true` if the caller must take the router and route.
-  mutating func taskFinished(_ node: TrackedTask) -> Bool {
-    guard !node.isSignalled else { return false }
+  struct FinishActions {
+    /// The caller must take the router and route.
+    var route = false
+    /// A task of the same group admitted to the slot this one freed: the caller queues it.
+    var admitted: [TrackedTask] = []
+    /// The task's armed timeout, to cancel.
+    var timeout: DispatchWorkItem?
+  }
+
+  /// A tracked task finished (or, for a retried task, finished its last attempt).
+  mutating func taskFinished(_ node: TrackedTask) -> FinishActions {
+    guard !node.isSignalled else { return FinishActions() }
     node.isSignalled = true
+    var actions = FinishActions()
+    if let extras = node.extras {
+      if extras.holdsSlot {
+        extras.holdsSlot = false
+        node.group.running -= 1
+        if stop == nil {
+          actions.admitted = node.group.admitWaiting()
+        }
+      }
+      actions.timeout = extras.timeout
+      extras.timeout = nil
+    }
     finished.append(node)
-    guard router == .free else { return false }
-    router = .held
+    if router == .free {
+      router = .held
+      actions.route = true
+    }
+    return actions
+  }
+
+  // MARK: Timeouts and retries
+
+  /// Arms `item` as `node`'s timeout. Returns `false` if the task already finished.
+  mutating func armTimeout(_ item: DispatchWorkItem, for node: TrackedTask) -> Bool {
+    guard !node.isSignalled, let extras = node.extras else { return false }
+    extras.timeout = item
+    return true
+  }
+
+  /// `node`'s timeout expired. Returns the task to cancel if it is still running.
+  mutating func timeoutExpired(for node: TrackedTask) -> Operation? {
+    guard !node.isSignalled, let extras = node.extras, extras.timeout != nil,
+      let task = node.task, !task.isFinished
+    else { return nil }
+    extras.timeout = nil
+    extras.timedOut = true
+    return task
+  }
+
+  /// An attempt of a retried task failed and may be retried after a delay. Returns `false` if the
+  /// job is stopping (the attempt is then routed as the last one).
+  mutating func beginRetry(of node: TrackedTask, after item: DispatchWorkItem) -> Bool {
+    guard stop == nil, !node.isSignalled, let extras = node.extras else { return false }
+    extras.pendingRetry = item
+    return true
+  }
+
+  /// The retry delay ended. Returns `true` if the caller must now track the next attempt
+  /// (`false` if a stop already routed the failed attempt).
+  mutating func claimRetry(of node: TrackedTask) -> Bool {
+    guard let extras = node.extras, extras.pendingRetry != nil, stop == nil else { return false }
+    extras.pendingRetry = nil
     return true
   }
 
@@ -148,6 +250,27 @@ struct JobState {
     let batch = finished
     finished = []
     return batch
+  }
+
+  enum RoutingDecision {
+    /// Deliver the per-task callback.
+    case deliver
+    /// Skip it (the job is stopping).
+    case skip
+    /// This failure fails the job (`.failFast`): cancel these tasks, skip the callback.
+    case failFast(StopActions)
+  }
+
+  /// The router is about to route `node`: record its failure (if any) and decide whether its
+  /// per-task callback runs. `isCancelled` tells whether the task was cancelled.
+  mutating func beginRouting(_ node: TrackedTask, failure: TaskFailure?, isCancelled: Bool) -> RoutingDecision {
+    if let failure, !(stop != nil && isCancelled) {
+      failures.append(failure)
+      if failurePolicy == .failFast, stop == nil {
+        return .failFast(stop(.failed(failure.error)))
+      }
+    }
+    return stop == nil ? .deliver : .skip
   }
 
   enum GroupOutcome {
@@ -218,6 +341,9 @@ struct JobState {
   mutating func allTasksFinishedReturned() -> Step? {
     guard tracked.isEmpty, finished.isEmpty else { return nil }
     if case .failed(let error) = stop { return finish(error) }
+    if stop == nil, failurePolicy == .collect, !failures.isEmpty {
+      return finish(JobFailures(failures))
+    }
     return finish(nil)
   }
 
@@ -233,12 +359,52 @@ struct JobState {
 
   // MARK: Stopping
 
-  /// Stops the job (first reason wins). Returns the unfinished tasks the caller must cancel.
-  mutating func stop(_ reason: Stop) -> [Operation] {
-    guard stop == nil, lifecycle != .finished else { return [] }
-    stop = reason
-    return tracked.values.compactMap { $0.isSignalled ? nil : $0.task }
+  struct StopActions {
+    /// Unfinished tasks to cancel.
+    var cancel: [Operation] = []
+    /// Tasks that waited for a group slot: cancel them and add them to their queue, so they
+    /// finish (without running) and are routed.
+    var release: [(Operation, OperationQueue)] = []
+    /// Armed timeouts and pending retries to cancel.
+    var timers: [DispatchWorkItem] = []
+    /// A pending retry was turned into a finished task: the caller must take the router.
+    var route = false
   }
 
-  var shouldDeliverCallbacks: Bool { stop == nil }
+  /// Stops the job (first reason wins). Returns what the caller must cancel or release.
+  mutating func stop(_ reason: Stop) -> StopActions {
+    var actions = StopActions()
+    guard stop == nil, lifecycle != .finished else { return actions }
+    stop = reason
+    for node in tracked.values where !node.isSignalled {
+      if let extras = node.extras {
+        if let timeout = extras.timeout {
+          actions.timers.append(timeout)
+          extras.timeout = nil
+        }
+        if let retry = extras.pendingRetry {
+          // The failed attempt is the task's last one: route it now (silently).
+          actions.timers.append(retry)
+          extras.pendingRetry = nil
+          node.isSignalled = true
+          finished.append(node)
+          continue
+        }
+      }
+      if let task = node.task { actions.cancel.append(task) }
+    }
+    for group in groups.values {
+      for node in group.removeAllWaiting() {
+        if let task = node.task, let queue = node.extras?.pendingQueue {
+          actions.release.append((task, queue))
+        }
+      }
+    }
+    if !finished.isEmpty, router == .free {
+      router = .held
+      actions.route = true
+    }
+    return actions
+  }
+
 }

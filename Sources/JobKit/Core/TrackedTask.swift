@@ -16,6 +16,9 @@ class TrackedTask: OperationFinishObserver, @unchecked Sendable {
   /// Foundation holds the task.
   unowned(unsafe) let operation: Operation
   var isSignalled = false
+  /// Bookkeeping for the optional features (group limits, timeout, retry); `nil` for a plain
+  /// tracked task, so those features cost nothing when unused. Set before publication.
+  var extras: TaskExtras?
   /// For tasks that are not `ConcurrentOperation`s: the `completionBlock` the task had before the
   /// job wrapped it, called first and put back once the task finished. Set before the node is
   /// published, never changed.
@@ -64,6 +67,42 @@ final class TrackedTaskWithCompletion<Task: Operation>: TrackedTask, @unchecked 
   }
 }
 
+/// The optional per-task state of limits, timeouts and retries. Guarded by the job's lock.
+final class TaskExtras: @unchecked Sendable {
+  // @unchecked Sendable: every mutable field is guarded by the owning job's lock.
+  /// The queue a task waiting for a group slot goes to once admitted.
+  var pendingQueue: OperationQueue?
+  /// Whether the task occupies one of its group's `limit` slots.
+  var holdsSlot = false
+  /// The armed timeout, cancelled when the task finishes.
+  var timeout: DispatchWorkItem?
+  /// The timeout expired while the task ran; it counts as failed with `JobKitError.timedOut`.
+  var timedOut = false
+  /// Set for a task tracked with a retry policy.
+  let retry: RetryAttempt?
+  /// The scheduled next attempt while waiting out a retry delay.
+  var pendingRetry: DispatchWorkItem?
+
+  init(retry: RetryAttempt? = nil) {
+    self.retry = retry
+  }
+}
+
+/// One attempt of a retried task: its number, the policy, and how to track the next attempt in
+/// its place.
+final class RetryAttempt: Sendable {
+  let number: Int
+  let policy: RetryPolicy
+  /// Makes and tracks attempt `number + 1`, replacing the given node.
+  let trackNext: @Sendable (TrackedTask) -> Void
+
+  init(number: Int, policy: RetryPolicy, trackNext: @escaping @Sendable (TrackedTask) -> Void) {
+    self.number = number
+    self.policy = policy
+    self.trackNext = trackNext
+  }
+}
+
 /// The tasks of one dynamic type ("group") in a job: how many are unfinished and the group's own
 /// completion handler. Only touched under the job's lock.
 final class TaskGroupEntry: @unchecked Sendable {
@@ -71,6 +110,51 @@ final class TaskGroupEntry: @unchecked Sendable {
   let type: Operation.Type
   var unfinished = 0
   var handler: (@Sendable () -> Void)?
+  /// At most this many of the group's job-queued tasks execute at once (`nil`: no limit).
+  var limit: Int?
+  /// How many of the group's tasks hold a slot.
+  var running = 0
+  /// Tasks waiting for a slot, in tracking order, from `waitingHead` on.
+  private var waiting: [TrackedTask] = []
+  private var waitingHead = 0
+
+  var waitingCount: Int { waiting.count - waitingHead }
+
+  func enqueueWaiting(_ node: TrackedTask) {
+    waiting.append(node)
+  }
+
+  /// Gives free slots to waiting tasks, in order. Returns the admitted ones.
+  func admitWaiting() -> [TrackedTask] {
+    var admitted: [TrackedTask] = []
+    while let limit, running < limit, waitingHead < waiting.count {
+      let node = waiting[waitingHead]
+      waitingHead += 1
+      running += 1
+      node.extras?.holdsSlot = true
+      admitted.append(node)
+    }
+    compactWaiting()
+    return admitted
+  }
+
+  /// Removes and returns every waiting task (on stop).
+  func removeAllWaiting() -> [TrackedTask] {
+    let all = Array(waiting[waitingHead...])
+    waiting = []
+    waitingHead = 0
+    return all
+  }
+
+  private func compactWaiting() {
+    if waitingHead == waiting.count {
+      waiting.removeAll(keepingCapacity: true)
+      waitingHead = 0
+    } else if waitingHead > 1024, waitingHead * 2 > waiting.count {
+      waiting.removeFirst(waitingHead)
+      waitingHead = 0
+    }
+  }
 
   init(type: Operation.Type) {
     self.type = type

@@ -1,0 +1,95 @@
+import Foundation
+
+extension JobController {
+  /// What the job does when a task fails. Default ``FailurePolicy/ignore``. Safe to set from any
+  /// thread; it applies to failures routed after the change (set it in `main()` or before).
+  public var failurePolicy: FailurePolicy {
+    get { jobState.withLock { $0.failurePolicy } }
+    set { jobState.withLock { $0.failurePolicy = newValue } }
+  }
+
+  /// Every tracked task that finished with an error, in the order they were routed, whatever the
+  /// ``failurePolicy``. A retried task appears only if its last attempt failed; tasks the job
+  /// cancelled itself are not listed. Safe to read from any thread.
+  public var failures: [TaskFailure] {
+    jobState.withLock { $0.failures }
+  }
+
+  /// Lets at most `limit` tasks of dynamic type `group` that the job queues (`trackAndQueue…`)
+  /// execute at once. Further ones wait inside the job, in tracking order, and are queued as
+  /// earlier ones finish; other groups are unaffected. Tasks you queue yourself (`track`) are not
+  /// counted. A cancel or fail drops the waiting ones: they finish cancelled without running, and
+  /// are routed by the usual rules.
+  ///
+  /// Safe from any thread, at any time; raising a limit admits waiting tasks at once. A limit
+  /// below 1 is reported as ``JobKitError/Code/invalidLimit`` and ignored.
+  public func setMaxConcurrentTasks<T: Operation>(_ limit: Int, forGroup group: T.Type) {
+    guard limit >= 1 else {
+      reportMisuse(
+        .invalidLimit, "setMaxConcurrentTasks(\(limit), forGroup: \(group)) needs a limit of 1 or more; ignored")
+      return
+    }
+    let admitted = jobState.withLock { $0.setLimit(limit, for: group) }
+    for node in admitted {
+      if let task = node.task, let queue = node.extras?.pendingQueue, !task.isExecuting, !task.isFinished {
+        queue.addOperation(task)
+      }
+    }
+  }
+
+  /// Tracks `task`, adds it to ``taskQueue`` and cancels it if it still runs after `timeout`. A
+  /// timed-out task counts as failed with ``JobKitError/Code/timedOut`` (see ``failures`` and
+  /// ``failurePolicy``) and is routed as usual once it finished: `completion` gets it. A task that
+  /// finishes in time is unaffected, and the timeout never fires after the task finished.
+  public func trackAndQueue<T: Operation>(
+    _ task: T,
+    timeout: Duration,
+    completion: @escaping @Sendable (T) -> Void
+  ) {
+    let node = track(task, queue: taskQueue) { group in
+      let node = TrackedTaskWithCompletion(job: self, task: task, group: group, completion: completion)
+      node.extras = TaskExtras()
+      return node
+    }
+    if let node {
+      armTimeout(timeout, for: node)
+    }
+  }
+
+  /// Tracks a task that is retried when it fails: `make(attempt)` builds a fresh operation for
+  /// each attempt (1, 2, …), because an `Operation` cannot run twice. Each attempt is added to
+  /// ``taskQueue``.
+  ///
+  /// When an attempt fails (a ``ConcurrentOperation`` finishing with an error other than
+  /// `CancellationError`), `policy.retryIf` is asked; if it agrees and attempts remain, the next
+  /// attempt starts after the policy's delay, without blocking a thread. Routing sees one
+  /// finished task: the successful attempt, or the last failed one, which `completion` receives.
+  /// Earlier attempts are not failures. Cancelling the job cancels a pending retry at once (the
+  /// failed attempt is then routed, silently). `make` runs on the thread that tracks the first
+  /// attempt, then on a global dispatch queue thread, never while JobKit holds a lock.
+  public func trackAndQueue<T: Operation>(
+    retrying policy: RetryPolicy,
+    _ make: @escaping @Sendable (_ attempt: Int) -> T,
+    completion: @escaping @Sendable (T) -> Void
+  ) {
+    trackAttempt(1, policy: policy, make: make, completion: completion, replacing: nil)
+  }
+
+  private func trackAttempt<T: Operation>(
+    _ number: Int,
+    policy: RetryPolicy,
+    make: @escaping @Sendable (Int) -> T,
+    completion: @escaping @Sendable (T) -> Void,
+    replacing previous: TrackedTask?
+  ) {
+    let task = make(number)
+    let attempt = RetryAttempt(number: number, policy: policy) { [unowned self] failed in
+      trackAttempt(number + 1, policy: policy, make: make, completion: completion, replacing: failed)
+    }
+    track(task, queue: taskQueue, replacing: previous) { group in
+      let node = TrackedTaskWithCompletion(job: self, task: task, group: group, completion: completion)
+      node.extras = TaskExtras(retry: attempt)
+      return node
+    }
+  }
+}
