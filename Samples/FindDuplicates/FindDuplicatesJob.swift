@@ -23,7 +23,7 @@ final class FindDuplicatesJob: JobController, @unchecked Sendable {
 
   private var startTime = ContinuousClock.now
   private var statistics = ScanStatistics()
-  private var progress = ProgressLine()
+  private var progressLine = ProgressLine()
   private var skipped: [SkippedItem] = []
   /// Scan results: the candidate files, by size.
   private var filesBySize: [Int: [ScannedFile]] = [:]
@@ -153,7 +153,7 @@ final class FindDuplicatesJob: JobController, @unchecked Sendable {
   // MARK: - Report
 
   override func allTasksFinished() {
-    progress.clear()
+    progressLine.clear()
     Report(
       duplicateSets: duplicateSets,
       statistics: statistics,
@@ -164,7 +164,7 @@ final class FindDuplicatesJob: JobController, @unchecked Sendable {
   }
 
   private func showProgress() {
-    progress.update(progressText())
+    progressLine.update(progressText())
   }
 
   /// The progress so far, short enough for an 80-column terminal.

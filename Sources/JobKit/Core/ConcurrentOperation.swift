@@ -76,8 +76,9 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
     case .alreadyStarted:
       reportMisuse(.startedTwice, "start() was called on an operation that already started; ignored")
       return
-    case .run:
+    case .run(let observer):
       postExecutingChange()
+      observer?.operationDidStart(self)
       operationStart()
     case .skipCancelled:
       postExecutingChange()
@@ -161,6 +162,11 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
   /// already finished (the observer is then not called).
   func addFinishObserver(_ observer: any OperationFinishObserver) -> Bool {
     state.withLock { $0.addObserver(observer) }
+  }
+
+  /// Registers `observer` to be told when the operation starts. Returns `false` if it started.
+  func setStartObserver(_ observer: any OperationStartObserver) -> Bool {
+    state.withLock { $0.setStartObserver(observer) }
   }
 
   func removeFinishObserver(_ observer: any OperationFinishObserver) {

@@ -21,9 +21,12 @@ extension JobController {
       )
     case .alreadyTracked:
       reportMisuse(.taskAlreadyTracked, "\(type(of: task)) is already tracked by this job; ignored")
-    case .tracked(let node, let cancel, let queueNow):
+    case .tracked(let node, let cancel, let queueNow, let observeStart):
       if cancel {
         task.cancel()
+      }
+      if observeStart, let operation = task as? ConcurrentOperation {
+        _ = operation.setStartObserver(node)
       }
       observeFinish(of: task, node: node, queue: queueNow ? queue : nil)
       tracked = node
@@ -164,17 +167,30 @@ extension JobController {
         deliver(outcome)
       case .allTasksFinished:
         allTasksFinished()
-        if case .finish(let error)? = jobState.withLock({ $0.allTasksFinishedReturned() }) {
-          operationDone(error: error)
+        if case .finish(let error, let listeners)? = jobState.withLock({ $0.allTasksFinishedReturned() }) {
+          finish(error: error, endingEvents: listeners)
           return
         }
-      case .finish(let error):
-        operationDone(error: error)
+      case .finish(let error, let listeners):
+        finish(error: error, endingEvents: listeners)
         return
       case .release:
         return
       }
     }
+  }
+
+  /// Finishes the job, then ends the event streams (after `isFinished` became `true`).
+  private func finish(error: (any Error)?, endingEvents listeners: [AsyncStream<JobEvent>.Continuation]) {
+    operationDone(error: error)
+    for listener in listeners {
+      listener.finish()
+    }
+  }
+
+  /// A tracked `ConcurrentOperation` started while events were listened to.
+  func taskDidStart(_ node: TrackedTask) {
+    jobState.withLock { $0.taskStarted(node) }
   }
 
   private func routeOne(_ node: TrackedTask) {

@@ -202,6 +202,13 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// nothing.
   open func allTasksFinished() {}
 
+  /// The job's state for a person reading a log: lifecycle (and why it stopped), unfinished
+  /// tasks by group with their limits and waiting tasks, failures, and progress. Safe to read
+  /// from any thread.
+  open override var debugDescription: String {
+    debugText()
+  }
+
   // MARK: - ConcurrentOperation
 
   /// Runs `main()`, then routes finished tasks. Subclasses override `main()`, not this.

@@ -55,6 +55,13 @@ struct JobState {
   var failurePolicy = FailurePolicy.ignore
   /// Every failure routed so far, in routing order.
   var failures: [TaskFailure] = []
+  /// Who listens to `events`; empty (and free) when nobody does.
+  var listeners = JobEventListeners()
+  /// How many tasks were tracked and routed, for `progress`.
+  var trackedCount: Int64 = 0
+  var routedCount: Int64 = 0
+  /// The job's `Progress`, created when first read; until then tracking pays nothing for it.
+  var progress: Progress?
 
   // MARK: Submission and start
 
@@ -69,6 +76,7 @@ struct JobState {
   /// was stopped first).
   mutating func beginMain(on thread: UInt) -> Bool {
     lifecycle = .runningMain
+    listeners.yield(.started(at: .now))
     router = .heldByMain(thread: thread, routing: false)
     return stop == nil
   }
@@ -83,8 +91,9 @@ struct JobState {
 
   enum TrackOutcome {
     /// Tracked. `cancel`: the job is stopping, so cancel the task. `queueNow`: add it to the
-    /// queue now (`false` while it waits for a slot of its group's limit).
-    case tracked(node: TrackedTask, cancel: Bool, queueNow: Bool)
+    /// queue now (`false` while it waits for a slot of its group's limit). `observeStart`: events
+    /// are listened to, so register for the task's start.
+    case tracked(node: TrackedTask, cancel: Bool, queueNow: Bool, observeStart: Bool)
     case alreadyTracked
     case jobFinished
   }
@@ -122,6 +131,17 @@ struct JobState {
     }
     let group = node.group
     group.unfinished += 1
+    trackedCount += 1
+    if let progress {
+      addToProgress(progress, node: node, task: task)
+    }
+    let observeStart = !listeners.isEmpty
+    if observeStart {
+      let extras = node.extras ?? TaskExtras()
+      node.extras = extras
+      extras.trackedAt = .now
+      listeners.yield(.taskTracked(task: task.jobKitName, group: task.jobKitGroupName, at: .now))
+    }
     if let previous {
       forget(previous)
     }
@@ -138,7 +158,7 @@ struct JobState {
         queueNow = false
       }
     }
-    return .tracked(node: node, cancel: stop != nil, queueNow: queueNow)
+    return .tracked(node: node, cancel: stop != nil, queueNow: queueNow, observeStart: observeStart)
   }
 
   /// Drops `node` without routing it (a retried attempt replaced by the next one).
@@ -148,6 +168,17 @@ struct JobState {
     }
     node.task = nil
     node.group.unfinished -= 1
+    trackedCount -= 1
+    if let progress {
+      ProgressLock.withLock { progress.totalUnitCount -= 1 }
+    }
+  }
+
+  /// A tracked `ConcurrentOperation` started (only observed while events are listened to).
+  mutating func taskStarted(_ node: TrackedTask) {
+    guard let extras = node.extras, let task = node.task else { return }
+    extras.startedAt = .now
+    listeners.yield(.taskStarted(task: task.jobKitName, group: task.jobKitGroupName, at: .now))
   }
 
   /// Sets a group's limit. Returns the waiting tasks it admits, to be queued by the caller.
@@ -183,6 +214,9 @@ struct JobState {
       }
       actions.timeout = extras.timeout
       extras.timeout = nil
+      if extras.trackedAt != nil {
+        extras.finishedAt = .now
+      }
     }
     finished.append(node)
     if router == .free {
@@ -264,6 +298,13 @@ struct JobState {
   /// The router is about to route `node`: record its failure (if any) and decide whether its
   /// per-task callback runs. `isCancelled` tells whether the task was cancelled.
   mutating func beginRouting(_ node: TrackedTask, failure: TaskFailure?, isCancelled: Bool) -> RoutingDecision {
+    if let extras = node.extras, let trackedAt = extras.trackedAt, let task = node.task {
+      let end = extras.finishedAt ?? .now
+      listeners.yield(
+        .taskFinished(
+          task: task.jobKitName, group: task.jobKitGroupName, duration: end - (extras.startedAt ?? trackedAt),
+          error: failure?.error, at: .now))
+    }
     if let failure, !(stop != nil && isCancelled) {
       failures.append(failure)
       if failurePolicy == .failFast, stop == nil {
@@ -286,9 +327,15 @@ struct JobState {
       tracked.removeValue(forKey: ObjectIdentifier(task))
     }
     node.task = nil
+    routedCount += 1
+    if let progress, node.extras?.progressByChild != true {
+      ProgressLock.withLock { progress.completedUnitCount += 1 }
+    }
     let group = node.group
     group.unfinished -= 1
-    guard group.unfinished == 0, stop == nil else { return .none }
+    guard group.unfinished == 0 else { return .none }
+    listeners.yield(.groupFinished(group: String(describing: group.type), at: .now))
+    guard stop == nil else { return .none }
     if lifecycle == .runningMain {
       if !groupsDueAfterMain.contains(where: { $0 === group }) {
         groupsDueAfterMain.append(group)
@@ -309,7 +356,8 @@ struct JobState {
     case route([TrackedTask])
     case group(GroupOutcome)
     case allTasksFinished
-    case finish((any Error)?)
+    /// Finish the job with this error, then end these event streams.
+    case finish((any Error)?, [AsyncStream<JobEvent>.Continuation])
     case release
   }
 
@@ -326,6 +374,7 @@ struct JobState {
     if tracked.isEmpty {
       switch stop {
       case nil:
+        listeners.yield(.allTasksFinished(at: .now))
         return .allTasksFinished
       case .cancelled:
         return finish(nil)
@@ -354,7 +403,56 @@ struct JobState {
     groups = [:]
     lastGroup = nil
     groupsDueAfterMain = []
-    return .finish(error)
+    completeProgress()
+    listeners.yield(.finished(error: error, at: .now))
+    return .finish(error, listeners.removeAll())
+  }
+
+  struct DebugSummary {
+    struct Group {
+      let name: String
+      let unfinished: Int
+      let limit: Int?
+      let running: Int
+      let waiting: Int
+    }
+    let lifecycle: String
+    let unfinished: Int
+    let groups: [Group]
+    let failures: [TaskFailure]
+    let tracked: Int64
+    let routed: Int64
+    /// The progress's fraction, if the progress was ever read.
+    let fraction: Double?
+  }
+
+  func debugSummary() -> DebugSummary {
+    let stopText: String
+    switch stop {
+    case nil: stopText = ""
+    case .cancelled: stopText = ", cancelled"
+    case .failed(let error): stopText = ", failed: \(error)"
+    }
+    let groupSummaries = groups.values
+      .filter { $0.unfinished > 0 || $0.limit != nil }
+      .map {
+        DebugSummary.Group(
+          name: String(describing: $0.type), unfinished: $0.unfinished, limit: $0.limit, running: $0.running,
+          waiting: $0.waitingCount)
+      }
+      .sorted { $0.name < $1.name }
+    return DebugSummary(
+      lifecycle: "\(lifecycle)\(stopText)", unfinished: tracked.count, groups: groupSummaries, failures: failures,
+      tracked: trackedCount, routed: routedCount,
+      fraction: progress.map { progress in ProgressLock.withLock { progress.fractionCompleted } })
+  }
+
+  // MARK: Events and progress
+
+  /// Adds an events listener. Returns `nil` if the job already finished.
+  mutating func addListener(_ continuation: AsyncStream<JobEvent>.Continuation) -> UInt64? {
+    guard lifecycle != .finished else { return nil }
+    return listeners.add(continuation)
   }
 
   // MARK: Stopping
@@ -407,4 +505,68 @@ struct JobState {
     return actions
   }
 
+  /// Installs `created` as the job's progress unless one exists; returns the one in use. Counts
+  /// the tasks tracked and routed so far, and adopts the progress of unrouted tasks that report
+  /// their own as children.
+  mutating func installProgress(_ created: Progress) -> Progress {
+    if let progress { return progress }
+    progress = created
+    ProgressLock.withLock {
+      created.totalUnitCount = trackedCount - Int64(tracked.count)
+      created.completedUnitCount = routedCount
+    }
+    for node in tracked.values {
+      if let task = node.task {
+        trackedCount -= 1
+        addToProgress(created, node: node, task: task)
+        trackedCount += 1
+      }
+    }
+    if lifecycle == .finished {
+      completeProgress()
+    }
+    return created
+  }
+
+  /// Adds one tracked task to the job's progress: one unit, which the task's own progress fills
+  /// if it reports one (a nested job), else the job completes when it routes the task.
+  private func addToProgress(_ progress: Progress, node: TrackedTask, task: Operation) {
+    // Read a reporting task's progress before taking the progress lock: a nested job creates
+    // its progress under that lock.
+    let child = (task as? any ProgressReporting)?.progress
+    ProgressLock.withLock {
+      // `addChild` fills one of the parent's units: that unit must be counted in its total.
+      progress.totalUnitCount += 1
+      if let child {
+        progress.addChild(child, withPendingUnitCount: 1)
+      }
+    }
+    if child != nil {
+      let extras = node.extras ?? TaskExtras()
+      node.extras = extras
+      extras.progressByChild = true
+    }
+  }
+
+  /// The job finished: its progress shows every unit done (an empty job shows 1 of 1).
+  private func completeProgress() {
+    guard let progress else { return }
+    ProgressLock.withLock {
+      progress.totalUnitCount = max(1, progress.totalUnitCount)
+      progress.completedUnitCount = progress.totalUnitCount
+    }
+  }
+}
+
+/// Serializes every change JobKit makes to a `Progress`, and JobKit's reads of one:
+/// swift-corelibs-foundation's `Progress` is not thread-safe, and a child's update writes into
+/// its parent. Always taken last (never while calling user code).
+enum ProgressLock {
+  private static let lock = NSLock()
+
+  static func withLock<Result>(_ body: () throws -> Result) rethrows -> Result {
+    lock.lock()
+    defer { lock.unlock() }
+    return try body()
+  }
 }

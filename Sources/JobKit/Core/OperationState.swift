@@ -5,6 +5,12 @@ protocol OperationFinishObserver: AnyObject, Sendable {
   func operationDidFinish(_ operation: ConcurrentOperation)
 }
 
+/// Something that wants to know when a ``ConcurrentOperation`` starts (a job whose events are
+/// listened to). Called once, before `operationStart()`, with no JobKit lock held.
+protocol OperationStartObserver: AnyObject, Sendable {
+  func operationDidStart(_ operation: ConcurrentOperation)
+}
+
 /// The state of one ``ConcurrentOperation``, changed only by the pure transitions below, each of
 /// which returns what the caller must do once the lock is released.
 struct OperationState {
@@ -37,6 +43,7 @@ struct OperationState {
   var phase = Phase.idle
   var error: (any Error)?
   var observers = Observers.none
+  var startObserver: (any OperationStartObserver)?
   var misuses: [JobKitError] = []
 
   var isExecuting: Bool {
@@ -49,7 +56,7 @@ struct OperationState {
   var isFinished: Bool { phase == .finished }
 
   enum StartAction {
-    case run
+    case run((any OperationStartObserver)?)
     case skipCancelled
     case alreadyStarted
   }
@@ -57,7 +64,16 @@ struct OperationState {
   mutating func start(isCancelled: Bool) -> StartAction {
     guard phase == .idle else { return .alreadyStarted }
     phase = .starting(cancelPending: false)
-    return isCancelled ? .skipCancelled : .run
+    if isCancelled { return .skipCancelled }
+    defer { startObserver = nil }
+    return .run(startObserver)
+  }
+
+  /// Registers the start observer. Returns `false` when the operation already started.
+  mutating func setStartObserver(_ observer: any OperationStartObserver) -> Bool {
+    guard phase == .idle else { return false }
+    startObserver = observer
+    return true
   }
 
   /// `operationStart()` returned. Returns `true` when a cancel arrived meanwhile and must now be

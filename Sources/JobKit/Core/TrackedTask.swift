@@ -6,7 +6,7 @@ import Foundation
 /// `job`, `group`, `operation` and `previousCompletionBlock` never change after publication;
 /// `task` and `isSignalled` are only
 /// touched under the job's lock, or by the job's single router after the task was signalled.
-class TrackedTask: OperationFinishObserver, @unchecked Sendable {
+class TrackedTask: OperationFinishObserver, OperationStartObserver, @unchecked Sendable {
   // @unchecked Sendable: mutable fields are guarded by the owning job's lock (see above).
   let job: JobController
   let group: TaskGroupEntry
@@ -39,6 +39,10 @@ class TrackedTask: OperationFinishObserver, @unchecked Sendable {
 
   func operationDidFinish(_ operation: ConcurrentOperation) {
     job.taskDidFinish(self)
+  }
+
+  func operationDidStart(_ operation: ConcurrentOperation) {
+    job.taskDidStart(self)
   }
 
   /// The wrapping `completionBlock` of a plain `Operation` task ran (once, after it finished):
@@ -82,6 +86,13 @@ final class TaskExtras: @unchecked Sendable {
   let retry: RetryAttempt?
   /// The scheduled next attempt while waiting out a retry delay.
   var pendingRetry: DispatchWorkItem?
+  /// For events: when the task was tracked, started (if observed) and finished.
+  var trackedAt: ContinuousClock.Instant?
+  var startedAt: ContinuousClock.Instant?
+  var finishedAt: ContinuousClock.Instant?
+  /// The task reports its own progress, added as a child of the job's: the job does not count
+  /// the task's unit itself.
+  var progressByChild = false
 
   init(retry: RetryAttempt? = nil) {
     self.retry = retry
