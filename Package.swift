@@ -13,6 +13,7 @@ let package = Package(
   platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9), .macCatalyst(.v16)],
   products: [
     .library(name: "JobKit", targets: ["JobKit"]),
+    .library(name: "JobKitTesting", targets: ["JobKitTesting"]),
     .executable(name: "find-duplicates", targets: ["FindDuplicates"]),
     .executable(name: "command-script", targets: ["CommandScript"]),
     .executable(name: "pipeline", targets: ["PipelineSample"]),
@@ -20,6 +21,7 @@ let package = Package(
   ],
   targets: [
     .target(name: "JobKit", swiftSettings: strictSettings),
+    .target(name: "JobKitTesting", dependencies: ["JobKit"], swiftSettings: strictSettings),
     .executableTarget(
       name: "FindDuplicates",
       dependencies: ["JobKit"],
@@ -44,7 +46,7 @@ let package = Package(
       path: "Benchmarks/JobKitBench",
       swiftSettings: strictSettings
     ),
-    .testTarget(name: "JobKitTests", dependencies: ["JobKit"], swiftSettings: strictSettings),
+    .testTarget(name: "JobKitTests", dependencies: ["JobKit", "JobKitTesting"], swiftSettings: strictSettings),
   ],
   swiftLanguageModes: [.v6]
 )

@@ -1,4 +1,5 @@
 import Foundation
+import JobKitTesting
 import Testing
 
 @testable import JobKit
@@ -75,29 +76,29 @@ struct JobControllerMisuseAndMemoryTests {
   }
 
   @Test func aFinishedJobItsTasksAndItsQueueAreFreed() async throws {
-    weak var weakJob: ScriptedJob?
-    weak var weakQueue: OperationQueue?
-    let weakTasks = Locked<[WeakBox]>([])
+    let tracker = ReleaseTracker()
     do {
       let job = ScriptedJob { job in
         for index in 0..<200 {
           let task: Operation = index.isMultiple(of: 2) ? InstantTask() : BlockOperation {}
-          weakTasks.mutate { $0.append(WeakBox(task)) }
+          tracker.watch(task, "task \(index)")
           job.trackAndQueue(task) { _ in }
         }
       }
-      weakJob = job
-      weakQueue = job.taskQueue
+      tracker.watch(job, "job")
+      tracker.watch(job.taskQueue, "queue")
       try await job.run()
     }
-    // The queue and global dispatch threads may still hold the last task briefly while they
-    // unwind; wait for them by draining a barrier on the global queue.
-    await withCheckedContinuation { continuation in
-      DispatchQueue.global().async(flags: .barrier) { continuation.resume() }
-    }
-    #expect(weakTasks.value.allSatisfy { $0.object == nil })
-    #expect(weakJob == nil)
-    #expect(weakQueue == nil)
+    #expect(await tracker.survivors() == [])
+  }
+
+  @Test func theReleaseTrackerReportsWhatIsStillAlive() async {
+    let tracker = ReleaseTracker()
+    let kept = InstantTask()
+    tracker.watch(kept, "kept")
+    do { tracker.watch(InstantTask(), "dropped") }
+    #expect(await tracker.survivors() == ["kept"])
+    withExtendedLifetime(kept) {}
   }
 }
 
@@ -152,9 +153,4 @@ extension JobControllerMisuseAndMemoryTests {
     }
     #expect(weakJob == nil)
   }
-}
-
-final class WeakBox: @unchecked Sendable {
-  weak var object: AnyObject?
-  init(_ object: AnyObject) { self.object = object }
 }

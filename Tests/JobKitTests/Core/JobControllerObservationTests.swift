@@ -105,9 +105,9 @@ struct JobControllerObservationTests {
     outer.startJob()
     #expect(first.startedLatch.wait())
     first.finish()
-    // The inner job emits `groupFinished(ManualTask)` right after it counted `first` as done.
+    // The inner job emits `groupFinished(TestTask)` right after it counted `first` as done.
     for await event in innerEvents {
-      if case .groupFinished(let group, _) = event, group == "ManualTask" { break }
+      if case .groupFinished(let group, _) = event, group == "TestTask" { break }
     }
     #expect(abs(inner.fractionCompleted - 0.5) < 0.001)
     #expect(abs(outer.fractionCompleted - 0.5) < 0.001)  // its only unit is the inner job, half done
@@ -138,7 +138,7 @@ struct JobControllerObservationTests {
     #expect(blocker.startedLatch.wait())
     let text = job.debugDescription
     #expect(text.contains("ScriptedJob"))
-    #expect(text.contains("ManualTask: 2 unfinished, limit 1 (1 running, 1 waiting)"))
+    #expect(text.contains("TestTask: 2 unfinished, limit 1 (1 running, 1 waiting)"))
     #expect(text.contains("failures (1)") || text.contains("unfinished"))
     #expect(text.contains("progress:"))
     blocker.finish()

@@ -1,4 +1,5 @@
 import Foundation
+import JobKitTesting
 import Testing
 
 @testable import JobKit
@@ -64,6 +65,18 @@ struct JobControllerRoutingTests {
       + ["all C", "D", "group TaskD", "allTasksFinished"]
     #expect(job.log.all == expected)
     #expect(job.isFinished && job.error == nil && job.misuses.isEmpty)
+  }
+
+  @Test func theRecorderCapturesTheExampleJobsCallbackOrder() async throws {
+    let job = ExampleJob()
+    let recorder = JobRecorder(job)
+    job.startJob()
+    let order = await recorder.finished()
+    let expected =
+      ["started", "taskFinished TaskA", "groupFinished TaskA", "taskFinished TaskB", "groupFinished TaskB"]
+      + Array(repeating: "taskFinished TaskC", count: 25)
+      + ["groupFinished TaskC", "taskFinished TaskD", "groupFinished TaskD", "allTasksFinished", "finished"]
+    #expect(order == expected)
   }
 
   @Test func perTaskCompletionReplacesTaskFinishedAndGroupHandlerReplacesTaskGroupFinished() async throws {

@@ -1,55 +1,11 @@
 import Foundation
 import JobKit
+import JobKitTesting
 
-/// A one-shot gate a test opens explicitly: `wait()` blocks (with a generous timeout) until
-/// `open()` was called. Used instead of sleeping to order events.
-final class Latch: @unchecked Sendable {
-  // @unchecked Sendable: DispatchSemaphore is thread-safe.
-  private let semaphore = DispatchSemaphore(value: 0)
-
-  func open() { semaphore.signal() }
-
-  /// Returns `false` if the latch was not opened within `timeout` seconds.
-  @discardableResult
-  func wait(timeout seconds: Double = 30) -> Bool {
-    semaphore.wait(timeout: .now() + seconds) == .success
-  }
-}
-
-/// A task the test finishes (or fails) explicitly. Records whether it started and whether it was
-/// told about a cancel.
-final class ManualTask: ConcurrentOperation, @unchecked Sendable {
-  // @unchecked Sendable: state is in `Recorder`-style locked storage below.
-  private let box = Locked<(started: Bool, cancelHook: Int)>((false, 0))
-  let label: String
-  /// When true, `operationCancelled()` finishes the task at once.
-  let finishesOnCancel: Bool
-  let startedLatch = Latch()
-  /// Opened when `operationCancelled()` is called.
-  let cancelledLatch = Latch()
-
-  init(_ label: String = "", finishesOnCancel: Bool = true) {
-    self.label = label
-    self.finishesOnCancel = finishesOnCancel
-    super.init()
-  }
-
-  var didStart: Bool { box.value.started }
-  var cancelHookCalls: Int { box.value.cancelHook }
-
-  override func operationStart() {
-    box.mutate { $0.started = true }
-    startedLatch.open()
-  }
-
-  override func operationCancelled() {
-    box.mutate { $0.cancelHook += 1 }
-    cancelledLatch.open()
-    if finishesOnCancel { operationDone() }
-  }
-
-  func finish(error: (any Error)? = nil) { operationDone(error: error) }
-}
+// The latch and the manual task come from JobKitTesting, the kit JobKit offers for users' tests;
+// these names keep the suites short.
+typealias Latch = JobKitTesting.Latch
+typealias ManualTask = JobKitTesting.TestTask
 
 /// A task that finishes as soon as it starts, optionally with an error.
 final class InstantTask: ConcurrentOperation, @unchecked Sendable {
