@@ -44,16 +44,19 @@ func runRaw(_ n: Int) {
 /// completion and `allTasksFinished`.
 final class PlainJob: JobController, @unchecked Sendable {
   let n: Int
+  let limit: Int?
   private(set) var finishedTasks = 0
   private(set) var groupsFinished = 0
   private(set) var allFinishedCalls = 0
 
-  init(n: Int) {
+  init(n: Int, limit: Int? = nil) {
     self.n = n
+    self.limit = limit
     super.init()
   }
 
   override func main() {
+    if let limit { setMaxConcurrentTasks(limit, forGroup: BlockOperation.self) }
     setCompletion(forGroup: BlockOperation.self) { [unowned self] in groupsFinished += 1 }
     for _ in 0..<n {
       trackAndQueue(BlockOperation {}) { [unowned self] _ in finishedTasks += 1 }
@@ -70,6 +73,30 @@ func runJob(_ n: Int) {
   job.startJob()
   job.waitUntilFinished()
   precondition(job.finishedTasks == n && job.allFinishedCalls == 1 && job.groupsFinished >= 1)
+}
+
+/// (e) As (b), with a consumer draining the job's event stream: the cost of the events feature.
+func runJobWithEvents(_ n: Int) {
+  let job = PlainJob(n: n)
+  let events = job.events
+  let drained = DispatchSemaphore(value: 0)
+  let counter = Countdown(Int.max)
+  Task {
+    for await _ in events { _ = counter.decrement() }
+    drained.signal()
+  }
+  job.startJob()
+  job.waitUntilFinished()
+  drained.wait()
+  precondition(job.finishedTasks == n)
+}
+
+/// (f) As (b), with a per-group limit of 4 running tasks: the cost of the limits feature.
+func runJobWithLimit(_ n: Int) {
+  let job = PlainJob(n: n, limit: 4)
+  job.startJob()
+  job.waitUntilFinished()
+  precondition(job.finishedTasks == n && job.allFinishedCalls == 1)
 }
 
 /// (a') Raw OperationQueue where each BlockOperation counts down in its `completionBlock`: the
@@ -158,6 +185,14 @@ let variants: [Variant] = [
     name: "raw-cb", baseline: "raw",
     summary: "(a') as (a), counting down in each completionBlock (Foundation's finish hook on Linux)",
     run: runRawCompletionBlock),
+  Variant(
+    name: "job-ev", baseline: "job",
+    summary: "(e) as (b), with a consumer of the job's event stream",
+    run: runJobWithEvents),
+  Variant(
+    name: "job-lim", baseline: "job",
+    summary: "(f) as (b), with setMaxConcurrentTasks(4) for the task group",
+    run: runJobWithLimit),
   Variant(
     name: "raw-co", baseline: "raw-co",
     summary: "(c) OperationQueue + N JobKit ConcurrentOperations -> semaphore",
@@ -251,7 +286,7 @@ if arguments.count == 4, arguments[1] == "--child" {
 
 let quick = arguments.contains("--quick")
 let plan: [(n: Int, repetitions: Int)] =
-  quick ? [(10_000, 3), (100_000, 3)] : [(10_000, 7), (100_000, 5), (1_000_000, 3)]
+  quick ? [(10_000, 3), (100_000, 3)] : [(10_000, 5), (100_000, 5), (1_000_000, 3)]
 
 print("jobkit-bench: \(ProcessInfo.processInfo.activeProcessorCount) cores, medians of interleaved child runs")
 for variant in variants {
