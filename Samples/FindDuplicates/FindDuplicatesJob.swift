@@ -12,8 +12,11 @@ import JobKit
 ///    or more files with the same size and hash, comparing them byte by byte in parallel.
 /// 4. **Report.** When every task is done, ``allTasksFinished()`` prints the ``Report``.
 ///
-/// Unreadable files and directories are skipped and listed in the report; the job itself never
-/// fails.
+/// Unreadable files and directories are skipped and listed in the report: a scan or hash task
+/// that cannot read its path finishes with an error, which the job's ``failures`` list keeps
+/// (named by the path); the job itself never fails (its failure policy is the default,
+/// `.ignore`). At most two hashing tasks read the disk at once (a per-group limit), and the
+/// progress line shows the job's rolled-up ``progress``.
 final class FindDuplicatesJob: JobController, @unchecked Sendable {
   // @unchecked Sendable: the mutable state below is only touched from main() and the job's
   // callbacks, which JobKit runs one at a time.
@@ -58,6 +61,9 @@ final class FindDuplicatesJob: JobController, @unchecked Sendable {
     // fires exactly once, after the whole tree was scanned.
     setCompletion(forGroup: ScanDirectory.self) { self.hashCandidates() }
     setCompletion(forGroup: HashFile.self) { self.confirmCandidates() }
+    // Hashing reads whole files: two readers keep a disk busy, more make it seek. Scans and
+    // comparisons are not limited.
+    setMaxConcurrentTasks(2, forGroup: HashFile.self)
     // No handler for the ConfirmDuplicates group: the report is printed by allTasksFinished(),
     // which also runs when there was nothing to hash or to confirm (then those groups never
     // fire).
@@ -71,10 +77,7 @@ final class FindDuplicatesJob: JobController, @unchecked Sendable {
   }
 
   private func scanned(_ task: ScanDirectory) {
-    if let error = task.error {
-      skipped.append(SkippedItem(path: task.directory, error: error))
-      return
-    }
+    guard task.error == nil else { return }  // listed in `failures`, reported at the end
     statistics.directoriesScanned += 1
     for subdirectory in task.subdirectories {
       scan(subdirectory)
@@ -121,9 +124,8 @@ final class FindDuplicatesJob: JobController, @unchecked Sendable {
   private func hashed(_ task: HashFile) {
     statistics.filesHashed += 1
     statistics.bytesHashed += task.bytesHashed
-    if let error = task.error {
-      skipped.append(SkippedItem(path: task.file.path, error: error))
-    } else if let hash = task.contentHash {
+    // A task that failed is listed in `failures` and reported at the end.
+    if task.error == nil, let hash = task.contentHash {
       pathsByContent[ContentKey(size: task.file.size, hash: hash), default: []]
         .append(task.file.path)
     }
@@ -154,10 +156,12 @@ final class FindDuplicatesJob: JobController, @unchecked Sendable {
 
   override func allTasksFinished() {
     progressLine.clear()
+    // The tasks that failed are the paths that could not be read; their task name is the path.
+    let unreadable = failures.map { SkippedItem(path: $0.taskName, error: $0.error) }
     Report(
       duplicateSets: duplicateSets,
       statistics: statistics,
-      skipped: skipped,
+      skipped: unreadable + skipped,
       minimumSize: minimumSize,
       elapsed: .now - startTime
     ).write()
@@ -167,9 +171,13 @@ final class FindDuplicatesJob: JobController, @unchecked Sendable {
     progressLine.update(progressText())
   }
 
-  /// The progress so far, short enough for an 80-column terminal.
+  /// The progress so far, short enough for an 80-column terminal. The percentage is the job's
+  /// rolled-up progress: routed tasks out of those tracked so far, so it can fall back when a
+  /// step discovers more work.
   private func progressText() -> String {
-    var text = "scanned \(statistics.filesScanned) files in \(statistics.directoriesScanned) dirs"
+    var text =
+      String(format: "%3.0f%% ", fractionCompleted * 100)
+      + "scanned \(statistics.filesScanned) files in \(statistics.directoriesScanned) dirs"
     if statistics.bucketsToCompare > 0 {
       text +=
         ", hashed \(formatBytes(statistics.bytesHashed)),"

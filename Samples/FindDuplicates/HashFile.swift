@@ -15,6 +15,8 @@ final class HashFile: ConcurrentOperation, @unchecked Sendable {
 
   init(file: ScannedFile) {
     self.file = file
+    super.init()
+    name = file.path  // a failure of this task is reported under this name: the path
   }
 
   override func operationStart() {

@@ -36,6 +36,8 @@ final class ScanDirectory: ConcurrentOperation, @unchecked Sendable {
 
   init(directory: String) {
     self.directory = directory
+    super.init()
+    name = directory  // a failure of this task is reported under this name: the path
   }
 
   override func operationStart() {
