@@ -21,8 +21,10 @@ extension JobController {
   /// counted. A cancel or fail drops the waiting ones: they finish cancelled without running, and
   /// are routed by the usual rules.
   ///
-  /// Safe from any thread, at any time; raising a limit admits waiting tasks at once. A limit
-  /// below 1 is reported as ``JobKitError/Code/invalidLimit`` and ignored.
+  /// Safe from any thread, at any time; raising a limit admits waiting tasks at once. Set it
+  /// before tracking the group's tasks: tasks queued while the group had no limit are not
+  /// counted against it. A limit below 1 is reported as ``JobKitError/Code/invalidLimit`` and
+  /// ignored.
   public func setMaxConcurrentTasks<T: Operation>(_ limit: Int, forGroup group: T.Type) {
     guard limit >= 1 else {
       reportMisuse(
