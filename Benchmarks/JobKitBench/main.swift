@@ -40,44 +40,52 @@ func runRaw(_ n: Int) {
   done.wait()
 }
 
-/// (b) A JobController tracking the same N BlockOperations with a per-task completion, a group
-/// completion and `allTasksFinished`.
-final class PlainJob: JobController, @unchecked Sendable {
+/// (b) A JobController tracking the same N tasks with a per-task completion, a group completion
+/// and `allTasksFinished`. `makeTask` makes one no-op task (a BlockOperation for (b), a JobKit
+/// ConcurrentOperation for (d)); `limit` sets a per-group limit for (f).
+final class CountingJob<Task: Operation>: JobController, @unchecked Sendable {
+  // @unchecked Sendable: the counters are only touched from main() and the job's callbacks.
   let n: Int
   let limit: Int?
+  let makeTask: @Sendable () -> Task
   private(set) var finishedTasks = 0
   private(set) var groupsFinished = 0
   private(set) var allFinishedCalls = 0
 
-  init(n: Int, limit: Int? = nil) {
+  init(n: Int, limit: Int? = nil, makeTask: @escaping @Sendable () -> Task) {
     self.n = n
     self.limit = limit
+    self.makeTask = makeTask
     super.init()
   }
 
   override func main() {
-    if let limit { setMaxConcurrentTasks(limit, forGroup: BlockOperation.self) }
-    setCompletion(forGroup: BlockOperation.self) { [unowned self] in groupsFinished += 1 }
+    if let limit { setMaxConcurrentTasks(limit, forGroup: Task.self) }
+    setCompletion(forGroup: Task.self) { [unowned self] in groupsFinished += 1 }
     for _ in 0..<n {
-      trackAndQueue(BlockOperation {}) { [unowned self] _ in finishedTasks += 1 }
+      trackAndQueue(makeTask()) { [unowned self] _ in finishedTasks += 1 }
     }
   }
 
   override func allTasksFinished() {
     allFinishedCalls += 1
   }
+
+  /// Runs the job to its end and checks its callbacks.
+  func runToEnd() {
+    startJob()
+    waitUntilFinished()
+    precondition(finishedTasks == n && allFinishedCalls == 1 && groupsFinished >= 1)
+  }
 }
 
 func runJob(_ n: Int) {
-  let job = PlainJob(n: n)
-  job.startJob()
-  job.waitUntilFinished()
-  precondition(job.finishedTasks == n && job.allFinishedCalls == 1 && job.groupsFinished >= 1)
+  CountingJob(n: n) { BlockOperation {} }.runToEnd()
 }
 
 /// (e) As (b), with a consumer draining the job's event stream: the cost of the events feature.
 func runJobWithEvents(_ n: Int) {
-  let job = PlainJob(n: n)
+  let job = CountingJob(n: n) { BlockOperation {} }
   let events = job.events
   let drained = DispatchSemaphore(value: 0)
   let counter = Countdown(Int.max)
@@ -85,18 +93,13 @@ func runJobWithEvents(_ n: Int) {
     for await _ in events { _ = counter.decrement() }
     drained.signal()
   }
-  job.startJob()
-  job.waitUntilFinished()
+  job.runToEnd()
   drained.wait()
-  precondition(job.finishedTasks == n)
 }
 
 /// (f) As (b), with a per-group limit of 4 running tasks: the cost of the limits feature.
 func runJobWithLimit(_ n: Int) {
-  let job = PlainJob(n: n, limit: 4)
-  job.startJob()
-  job.waitUntilFinished()
-  precondition(job.finishedTasks == n && job.allFinishedCalls == 1)
+  CountingJob(n: n, limit: 4) { BlockOperation {} }.runToEnd()
 }
 
 /// (a') Raw OperationQueue where each BlockOperation counts down in its `completionBlock`: the
@@ -144,34 +147,8 @@ func runRawConcurrentOperations(_ n: Int) {
 
 /// (d) A JobController tracking the same N `ConcurrentOperation` tasks, with the same callbacks
 /// as (b): JobKit observes their finish directly, without Foundation's completionBlock hop.
-final class NativeJob: JobController, @unchecked Sendable {
-  let n: Int
-  private(set) var finishedTasks = 0
-  private(set) var groupsFinished = 0
-  private(set) var allFinishedCalls = 0
-
-  init(n: Int) {
-    self.n = n
-    super.init()
-  }
-
-  override func main() {
-    setCompletion(forGroup: NoOpTask.self) { [unowned self] in groupsFinished += 1 }
-    for _ in 0..<n {
-      trackAndQueue(NoOpTask()) { [unowned self] _ in finishedTasks += 1 }
-    }
-  }
-
-  override func allTasksFinished() {
-    allFinishedCalls += 1
-  }
-}
-
 func runNativeJob(_ n: Int) {
-  let job = NativeJob(n: n)
-  job.startJob()
-  job.waitUntilFinished()
-  precondition(job.finishedTasks == n && job.allFinishedCalls == 1 && job.groupsFinished >= 1)
+  CountingJob(n: n) { NoOpTask() }.runToEnd()
 }
 
 /// The variants, and the baseline each one's ratio is taken against.

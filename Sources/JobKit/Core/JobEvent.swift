@@ -67,9 +67,3 @@ struct JobEventListeners {
     return Array(continuations.values)
   }
 }
-
-extension Operation {
-  /// The name JobKit uses for a task in events and failures: its `name`, or its type name.
-  var jobKitName: String { name ?? String(describing: type(of: self)) }
-  var jobKitGroupName: String { String(describing: type(of: self)) }
-}

@@ -140,7 +140,7 @@ struct JobState {
       let extras = node.extras ?? TaskExtras()
       node.extras = extras
       extras.trackedAt = .now
-      listeners.yield(.taskTracked(task: task.jobKitName, group: task.jobKitGroupName, at: .now))
+      listeners.yield(.taskTracked(task: task.name ?? group.name, group: group.name, at: .now))
     }
     if let previous {
       forget(previous)
@@ -178,7 +178,7 @@ struct JobState {
   mutating func taskStarted(_ node: TrackedTask) {
     guard let extras = node.extras, let task = node.task else { return }
     extras.startedAt = .now
-    listeners.yield(.taskStarted(task: task.jobKitName, group: task.jobKitGroupName, at: .now))
+    listeners.yield(.taskStarted(task: task.name ?? node.group.name, group: node.group.name, at: .now))
   }
 
   /// Sets a group's limit. Returns the waiting tasks it admits, to be queued by the caller.
@@ -302,7 +302,7 @@ struct JobState {
       let end = extras.finishedAt ?? .now
       listeners.yield(
         .taskFinished(
-          task: task.jobKitName, group: task.jobKitGroupName, duration: end - (extras.startedAt ?? trackedAt),
+          task: task.name ?? node.group.name, group: node.group.name, duration: end - (extras.startedAt ?? trackedAt),
           error: failure?.error, at: .now))
     }
     if let failure, !(stop != nil && isCancelled) {
@@ -334,7 +334,7 @@ struct JobState {
     let group = node.group
     group.unfinished -= 1
     guard group.unfinished == 0 else { return .none }
-    listeners.yield(.groupFinished(group: String(describing: group.type), at: .now))
+    listeners.yield(.groupFinished(group: group.name, at: .now))
     guard stop == nil else { return .none }
     if lifecycle == .runningMain {
       if !groupsDueAfterMain.contains(where: { $0 === group }) {

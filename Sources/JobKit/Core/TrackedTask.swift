@@ -119,6 +119,8 @@ final class RetryAttempt: Sendable {
 final class TaskGroupEntry: @unchecked Sendable {
   // @unchecked Sendable: every mutable field is guarded by the owning job's lock.
   let type: Operation.Type
+  /// The group's name for events and failures (the type's name), made once.
+  private(set) lazy var name = String(describing: type)
   var unfinished = 0
   var handler: (@Sendable () -> Void)?
   /// At most this many of the group's job-queued tasks execute at once (`nil`: no limit).
