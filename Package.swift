@@ -18,6 +18,7 @@ let package = Package(
     .executable(name: "command-script", targets: ["CommandScript"]),
     .executable(name: "pipeline", targets: ["PipelineSample"]),
     .executable(name: "jobkit-bench", targets: ["JobKitBench"]),
+    .executable(name: "event-commands", targets: ["EventCommands"]),
   ],
   targets: [
     .target(name: "JobKit", swiftSettings: strictSettings),
@@ -44,6 +45,12 @@ let package = Package(
       name: "JobKitBench",
       dependencies: ["JobKit"],
       path: "Benchmarks/JobKitBench",
+      swiftSettings: strictSettings
+    ),
+    .executableTarget(
+      name: "EventCommands",
+      dependencies: ["JobKit"],
+      path: "Samples/EventCommands",
       swiftSettings: strictSettings
     ),
     .testTarget(name: "JobKitTests", dependencies: ["JobKit", "JobKitTesting"], swiftSettings: strictSettings),

@@ -20,6 +20,8 @@ public struct JobKitError: Error, Hashable, Sendable, CustomStringConvertible {
       case taskAlreadyRunning
       case invalidLimit
       case timedOut
+      case spentBuilder
+      case modifiedAfterStart
     }
 
     private let base: Base
@@ -53,6 +55,14 @@ public struct JobKitError: Error, Hashable, Sendable, CustomStringConvertible {
     /// Not a misuse: the error recorded for a task that was still running when its timeout
     /// expired (see `JobController.trackAndQueue(_:timeout:completion:)`). The task was cancelled.
     public static let timedOut = Code(.timedOut)
+    /// A `Pipeline` is a spent builder: `then` was already called on it, which moved its steps to
+    /// the pipeline `then` returned. Starting the spent builder, or building on it with `then`,
+    /// gives a pipeline that runs no step and fails with this code.
+    public static let spentBuilder = Code(.spentBuilder)
+    /// `then` or `onError` was called on a `Pipeline` that had already been started (by
+    /// `finally`, `run()`, a queue or a job). The started pipeline is not changed; the pipeline
+    /// the call returned runs no step and fails with this code.
+    public static let modifiedAfterStart = Code(.modifiedAfterStart)
 
     /// The code's name, for example `taskAlreadyTracked`.
     public var description: String { base.rawValue }

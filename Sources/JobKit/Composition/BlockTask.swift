@@ -1,0 +1,118 @@
+import Foundation
+
+/// A task made from a closure: MGCommand's `MGBlockCommand` (synchronous body) and
+/// `MGAsyncBlockCommand` (asynchronous body).
+///
+/// ```swift
+/// let sequence = SequentialGroup()
+/// sequence.add(BlockTask { print("runs on a task queue thread") })
+/// sequence.add(BlockTask(async: { try await upload() }))
+/// sequence.add(BlockTask { context in context[.step] = "done" })
+/// ```
+///
+/// - A synchronous body runs on the thread that starts the task (a worker thread of the queue
+///   it was added to), once, and the task finishes when it returns. `cancel()` cannot interrupt
+///   it: it runs to its end.
+/// - An asynchronous body runs in a new Swift `Task` (not on the starting thread), and the task
+///   finishes when it returns. `cancel()` cancels that Swift task, so `Task.isCancelled`,
+///   `Task.checkCancellation()` and cancellable awaits see it.
+/// - A body that throws finishes the task with that ``ConcurrentOperation/error``, except that a
+///   `CancellationError` thrown after the task was cancelled means "cancelled": the task then
+///   finishes with no error and `isCancelled` `true`.
+/// - A task cancelled before it started never runs its body.
+///
+/// The body can reach the task's ``context`` as its argument, or as ``JobContext/current`` from
+/// any code it calls, for its whole run. The group running the task sets ``context`` before
+/// starting it; a `BlockTask` started outside a group gets a new, empty context.
+public final class BlockTask: ConcurrentOperation, ContextConsuming, @unchecked Sendable {
+  // @unchecked Sendable: `body` is immutable; the rest lives in `blockState`, a lock-protected box.
+  private enum Body {
+    case sync(@Sendable (JobContext) throws -> Void)
+    case async(@Sendable (JobContext) async throws -> Void)
+  }
+
+  private struct State {
+    var context: JobContext?
+    /// The Swift task running an asynchronous body, so a cancel can reach it.
+    var runner: Task<Void, Never>?
+  }
+
+  private let body: Body
+  private let blockState = LockedBox(State())
+
+  /// Creates a task whose synchronous `body` runs on the thread that starts it.
+  public init(_ body: @escaping @Sendable () throws -> Void) {
+    self.body = .sync { _ in try body() }
+    super.init()
+  }
+
+  /// Creates a task whose synchronous `body` runs on the thread that starts it and receives the
+  /// task's ``context``.
+  public init(_ body: @escaping @Sendable (_ context: JobContext) throws -> Void) {
+    self.body = .sync(body)
+    super.init()
+  }
+
+  /// Creates a task whose asynchronous `body` runs in a Swift `Task` that `cancel()` cancels.
+  public init(async body: @escaping @Sendable () async throws -> Void) {
+    self.body = .async { _ in try await body() }
+    super.init()
+  }
+
+  /// Creates a task whose asynchronous `body` runs in a Swift `Task` that `cancel()` cancels, and
+  /// receives the task's ``context``.
+  public init(async body: @escaping @Sendable (_ context: JobContext) async throws -> Void) {
+    self.body = .async(body)
+    super.init()
+  }
+
+  /// The context the body sees. Set by the group running the task, before it starts; `nil` until
+  /// then for a task outside a group, which gets a new, empty context when it starts.
+  public var context: JobContext? {
+    get { blockState.withLock { $0.context } }
+    set { blockState.withLock { $0.context = newValue } }
+  }
+
+  /// Runs the body (see the type's documentation). Called once, by the queue.
+  public override func operationStart() {
+    let context = blockState.withLock { state in
+      if let context = state.context { return context }
+      let context = JobContext()
+      state.context = context
+      return context
+    }
+    switch body {
+    case .sync(let run):
+      do {
+        try JobContext.$current.withValue(context) { try run(context) }
+        operationDone()
+      } catch {
+        finish(throwing: error)
+      }
+    case .async(let run):
+      let runner = Task.detached {
+        do {
+          try await JobContext.$current.withValue(context) { try await run(context) }
+          self.operationDone()
+        } catch {
+          self.finish(throwing: error)
+        }
+      }
+      blockState.withLock { $0.runner = runner }
+    }
+  }
+
+  /// Cancels the Swift task running an asynchronous body. Called once, after ``operationStart()``
+  /// returned, on the thread that called `cancel()`.
+  public override func operationCancelled() {
+    blockState.withLock { $0.runner }?.cancel()
+  }
+
+  private func finish(throwing error: any Error) {
+    if error is CancellationError, isCancelled {
+      operationDone()
+    } else {
+      operationDone(error: error)
+    }
+  }
+}

@@ -1,0 +1,142 @@
+import Foundation
+
+/// A queue that runs commands as soon as they are added, one after another or all at once, and
+/// says each time it has drained: MGCommand's `autoStartGroup`.
+///
+/// ```swift
+/// let commands = CommandQueue(mode: .sequential)
+/// commands.onDrained = { failures in print("idle; \(failures.count) failed") }
+/// commands.add(BlockTask { print("first") })   // starts at once
+/// commands.add(BlockTask { print("second") })  // runs after "first"
+/// ```
+///
+/// ### Bursts
+/// Commands added to an idle queue start a *burst*: a ``SequentialGroup`` (mode
+/// ``Mode/sequential``) or ``ConcurrentGroup`` (``Mode/concurrent``) job that runs them. Commands
+/// added while a burst runs join it: in sequential mode they run after the ones added before, in
+/// concurrent mode they start at once (unlike MGCommand, whose concurrent auto-start group did
+/// not run them). A command added exactly as a burst finishes is never lost: it joins that burst
+/// if the burst still accepts it, otherwise it starts a new one. Every command sees ``context``.
+///
+/// ### Drained
+/// ``onDrained`` is called once each time the last running burst finished and no newer one is
+/// running, with the failures of the commands that finished since the previous call (each
+/// command that finished with an ``ConcurrentOperation/error``, in order; empty if none failed).
+/// With commands added one after another as earlier ones finish, that can be many times.
+///
+/// ### Pause and cancel
+/// ``pause()`` lets the running commands finish but starts no new one until ``resume()``;
+/// commands added meanwhile wait. The queue does not drain while commands wait. ``cancelAll()``
+/// cancels every command added so far: running ones as `cancel()` does, waiting ones so they
+/// finish without running. Commands added later run as usual.
+///
+/// Every member is safe to call from any thread.
+public final class CommandQueue: Sendable, OperationFinishObserver {
+  /// How a burst runs its commands.
+  public enum Mode: Sendable {
+    /// One after another, in the order added.
+    case sequential
+    /// All at once.
+    case concurrent
+  }
+
+  /// How the queue runs its commands.
+  public let mode: Mode
+  /// The context shared with every command and nested group (see ``JobContext``).
+  public let context: JobContext
+  private let state = LockedBox(CommandQueueState())
+
+  /// Creates an idle, running (not paused) queue. `context` is shared with every command.
+  public init(mode: Mode, context: JobContext = JobContext()) {
+    self.mode = mode
+    self.context = context
+  }
+
+  /// Adds `command` and starts it as the ``mode`` says (see the type's documentation): at once
+  /// when the queue is idle, or in concurrent mode, or after the commands added before it in
+  /// sequential mode; when resumed if paused. Returns without waiting for it.
+  ///
+  /// Adding a command that is already in the queue's running burst is reported as
+  /// ``JobKitError/Code/taskAlreadyTracked`` and ignored. Do not add a command that is in an
+  /// `OperationQueue` already.
+  public func add(_ command: Operation) {
+    while true {
+      let (group, isNew) = claimBurst()
+      let accepted = group.addTask(command, reportingRejection: false)
+      if isNew {
+        group.startJob()
+      }
+      let cancel = state.withLock { $0.addReturned(to: group, accepted: accepted) }
+      cancel?.cancel()
+      if accepted {
+        return
+      }
+    }
+  }
+
+  /// Whether the queue is paused.
+  public var isPaused: Bool { state.withLock { $0.isPaused } }
+
+  /// Stops starting commands: running ones go on, the others wait until ``resume()``.
+  public func pause() {
+    setPaused(true)
+  }
+
+  /// Starts the commands that waited because of ``pause()``, and new ones as they come.
+  public func resume() {
+    setPaused(false)
+  }
+
+  /// Called each time the queue drained (see the type's documentation), with the failures since
+  /// the last call. Runs on the thread that finished the last command's burst (a queue worker or
+  /// dispatch thread), with no JobKit lock held, after that burst's job finished; two calls can
+  /// overlap only if commands are added from other threads meanwhile. Set it before adding
+  /// commands; setting it is thread-safe.
+  public var onDrained: (@Sendable (_ failures: [TaskFailure]) -> Void)? {
+    get { state.withLock { $0.onDrained } }
+    set { state.withLock { $0.onDrained = newValue } }
+  }
+
+  /// Cancels every command added so far (see the type's documentation). ``onDrained`` is still
+  /// called once they all finished.
+  public func cancelAll() {
+    for group in state.withLock({ $0.cancelAll() }) {
+      group.cancel()
+    }
+  }
+
+  // MARK: - Bursts
+
+  /// The burst `add` must use, and whether it is new (then `add` starts it after adding).
+  private func claimBurst() -> (any GroupJob, isNew: Bool) {
+    if case .join(let group) = state.withLock({ $0.claim() }) {
+      return (group, false)
+    }
+    let fresh: any GroupJob = mode == .sequential ? SequentialGroup() : ConcurrentGroup()
+    fresh.adoptContext(context)
+    switch state.withLock({ $0.install(fresh) }) {
+    case .join(let existing):
+      return (existing, false)
+    case .installed(let held, let generation):
+      fresh.setHeld(held, generation: generation)
+      _ = fresh.addFinishObserver(self)
+      return (fresh, true)
+    }
+  }
+
+  private func setPaused(_ paused: Bool) {
+    let (generation, groups) = state.withLock { $0.setPaused(paused) }
+    for group in groups {
+      group.setHeld(paused, generation: generation)
+    }
+  }
+
+  /// A burst finished: call the drained handler if it was the last one.
+  func operationDidFinish(_ operation: ConcurrentOperation) {
+    guard let group = operation as? any GroupJob else { return }
+    let failures = group.failures
+    if let (handler, drained) = state.withLock({ $0.burstFinished(group, failures: failures) }) {
+      handler(drained)
+    }
+  }
+}

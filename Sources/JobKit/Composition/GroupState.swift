@@ -1,0 +1,225 @@
+import Foundation
+
+/// The state of one ``SequentialGroup`` or ``ConcurrentGroup``: which added tasks wait, which one
+/// runs (sequential), and whether the group still accepts tasks. Changed only by the pure
+/// transitions below, under the group's lock; each returns a ``Launch`` the caller carries out
+/// after releasing it.
+///
+/// A task is tracked with the job only when it starts; until then it waits in `pending`. While
+/// the group runs, a start happens either inside one of the job's callbacks (the job cannot
+/// finish meanwhile) or from another thread (`add`, a resume), which counts as *in flight* until
+/// the task is tracked. `allTasksFinished()` closes the group only when nothing is in flight and
+/// no held task waits; otherwise it arms a *gate*, a tracked operation that keeps the job alive
+/// and is opened once the group no longer needs it.
+struct GroupState {
+  enum Mode {
+    case sequential
+    case concurrent
+  }
+
+  enum Phase: Equatable {
+    /// `main()` has not run; added tasks wait.
+    case waiting
+    /// Tasks start as the mode says.
+    case running
+    /// Cancelled or failed: waiting and later tasks are cancelled and never start their work.
+    case stopping
+    /// The group is done (or the job finished); later adds are rejected.
+    case closed
+  }
+
+  /// A pause set from outside (``CommandQueue``): while held, no task starts. Each change carries
+  /// a generation, so a stale change arriving late cannot undo a newer one.
+  struct Hold {
+    var isHeld = false
+    var generation: UInt64 = 0
+  }
+
+  enum Gate {
+    case none
+    /// `allTasksFinished()` is tracking a gate.
+    case arming
+    /// The gate is tracked; it is opened when the group no longer needs it.
+    case armed(Operation)
+  }
+
+  /// What the caller does after a transition: track and queue `tasks` with the group's context
+  /// (or, if `cancelled`, cancel them and start them untracked so they finish without running),
+  /// then, if `inFlight`, end the in-flight start, then open `gate`.
+  struct Launch {
+    var tasks: [Operation] = []
+    var cancelled = false
+    var inFlight = false
+    var context: JobContext
+    var gate: Operation?
+  }
+
+  let mode: Mode
+  var phase = Phase.waiting
+  var context = JobContext()
+  var stopsOnFailure = false
+  var hold = Hold()
+  /// Added and not started, oldest first. Not tracked with the job.
+  var pending = PendingTasks()
+  /// Sequential only: the started task that has not been routed yet.
+  var current: Operation?
+  /// Every added task not routed or dropped yet, so adding one twice is caught.
+  var members: Set<ObjectIdentifier> = []
+  /// Starts from outside the job's callbacks whose task is not tracked yet.
+  var inFlight = 0
+  var gate = Gate.none
+
+  init(mode: Mode) {
+    self.mode = mode
+  }
+
+  private var needsKeepAlive: Bool {
+    inFlight > 0 || (hold.isHeld && !pending.isEmpty)
+  }
+
+  private func launch(_ tasks: [Operation] = [], cancelled: Bool = false) -> Launch {
+    Launch(tasks: tasks, cancelled: cancelled, context: context)
+  }
+
+  // MARK: Adding
+
+  enum AddOutcome {
+    case accepted(Launch)
+    /// The group is done: report, change nothing.
+    case rejected
+    /// The task is already in the group: report, ignore.
+    case duplicate
+  }
+
+  /// `add(task)` from any thread.
+  mutating func add(_ task: Operation) -> AddOutcome {
+    let id = ObjectIdentifier(task)
+    guard phase != .closed else { return .rejected }
+    guard !members.contains(id) else { return .duplicate }
+    guard phase != .stopping else { return .accepted(launch([task], cancelled: true)) }
+    members.insert(id)
+    pending.append(task)
+    return .accepted(startFromOutside())
+  }
+
+  /// Starts what may start now, from a thread that is not running one of the job's callbacks.
+  private mutating func startFromOutside() -> Launch {
+    var result = launch(takeStartable())
+    if !result.tasks.isEmpty {
+      inFlight += 1
+      result.inFlight = true
+    } else {
+      result.gate = takeGateIfUnneeded()
+    }
+    return result
+  }
+
+  private mutating func takeStartable() -> [Operation] {
+    guard phase == .running, !hold.isHeld else { return [] }
+    switch mode {
+    case .concurrent:
+      return pending.removeAll()
+    case .sequential:
+      guard current == nil, let next = pending.popFirst() else { return [] }
+      current = next
+      return [next]
+    }
+  }
+
+  private mutating func takeGateIfUnneeded() -> Operation? {
+    guard case .armed(let armed) = gate, !needsKeepAlive else { return nil }
+    gate = .none
+    return armed
+  }
+
+  /// The tasks of an in-flight start are tracked. Returns the gate to open, if any.
+  mutating func endInFlight() -> Operation? {
+    inFlight -= 1
+    return takeGateIfUnneeded()
+  }
+
+  // MARK: Running
+
+  /// `main()` runs (the job cannot finish meanwhile): start what the mode allows.
+  mutating func start() -> Launch {
+    guard phase == .waiting else { return launch() }
+    phase = .running
+    return launch(takeStartable())
+  }
+
+  enum Routing {
+    case launch(Launch)
+    /// The task failed and the group stops on failure: fail the job with `error`.
+    case fail(any Error)
+  }
+
+  /// A started task was routed (in the job's callback), with its error if it failed.
+  mutating func taskFinished(_ task: Operation, error: (any Error)?) -> Routing {
+    members.remove(ObjectIdentifier(task))
+    if task === current {
+      current = nil
+    }
+    if let error, stopsOnFailure, mode == .sequential, phase == .running {
+      return .fail(error)
+    }
+    return .launch(launch(takeStartable()))
+  }
+
+  /// Holds or releases the group (from any thread).
+  mutating func setHold(_ isHeld: Bool, generation: UInt64) -> Launch {
+    guard generation >= hold.generation else { return launch() }
+    hold = Hold(isHeld: isHeld, generation: generation)
+    return startFromOutside()
+  }
+
+  // MARK: Stopping and finishing
+
+  /// The job is cancelled or failing: the waiting tasks are cancelled and never start their work.
+  mutating func stop() -> Launch {
+    guard phase == .waiting || phase == .running else { return launch() }
+    phase = .stopping
+    var result = dropPending()
+    result.gate = takeGateIfUnneeded()
+    return result
+  }
+
+  /// The job finished, however it ended: close, and drop any task still waiting (left over by a
+  /// `.failFast` failure policy, which stops the job without a callback).
+  mutating func jobFinished() -> Launch {
+    phase = .closed
+    var result = dropPending()
+    result.gate = takeGateIfUnneeded()
+    return result
+  }
+
+  private mutating func dropPending() -> Launch {
+    let dropped = pending.removeAll()
+    for task in dropped {
+      members.remove(ObjectIdentifier(task))
+    }
+    return launch(dropped, cancelled: true)
+  }
+
+  enum Completion {
+    /// Let the job finish.
+    case finish
+    /// Track a gate and pass it to `gateTracked`.
+    case armGate
+  }
+
+  /// The job's `allTasksFinished()`: close unless a start is in flight or held tasks wait.
+  mutating func allTasksFinished() -> Completion {
+    guard !needsKeepAlive else {
+      gate = .arming
+      return .armGate
+    }
+    phase = .closed
+    return .finish
+  }
+
+  /// The gate asked for by `.armGate` is tracked. Returns `true` if the caller must open it now.
+  mutating func gateTracked(_ trackedGate: Operation) -> Bool {
+    gate = .armed(trackedGate)
+    return takeGateIfUnneeded() != nil
+  }
+}

@@ -1,0 +1,117 @@
+import Foundation
+
+/// A thread-safe store of typed values shared by a group and everything inside it: the JobKit
+/// version of MGCommand's `userInfo` and of Gummi Commander's injection.
+///
+/// A ``SequentialGroup`` or ``ConcurrentGroup`` hands its ``SequentialGroup/context`` to each task
+/// that adopts ``ContextConsuming`` and to each nested group, right before it starts that task, so
+/// one instance is shared all the way down. Values are stored under ``ContextKey``s, whose `Value`
+/// type the compiler checks:
+///
+/// ```swift
+/// extension ContextKey where Value == Int {
+///     static let downloaded = ContextKey("downloaded")
+/// }
+/// let group = ConcurrentGroup()
+/// for url in urls {
+///     group.add(BlockTask { context in
+///         let bytes = try download(url)
+///         context.update(.downloaded, default: 0) { $0 += bytes }
+///     })
+/// }
+/// try group.runAndWait()
+/// print(group.context[.downloaded] ?? 0)
+/// ```
+///
+/// Every member may be called from any thread, at any time, with no lock of your own. A read sees
+/// the most recent completed write; ``update(_:default:_:)`` changes a value without losing a
+/// concurrent update.
+public final class JobContext: Sendable {
+  private struct Entry {
+    let value: any Sendable
+    /// Changes on every write of this entry, so `update` can tell whether it raced another write.
+    let stamp: UInt64
+  }
+
+  private struct State {
+    var entries: [ContextStorageKey: Entry] = [:]
+    var lastStamp: UInt64 = 0
+
+    mutating func write(_ value: (any Sendable)?, for key: ContextStorageKey) {
+      if let value {
+        lastStamp += 1
+        entries[key] = Entry(value: value, stamp: lastStamp)
+      } else {
+        entries.removeValue(forKey: key)
+      }
+    }
+  }
+
+  private let state = LockedBox(State())
+
+  /// The context of the ``BlockTask`` whose body is running, for code the body calls that has no
+  /// other way to reach it; `nil` outside a `BlockTask` body. Bound for the body's whole run,
+  /// including an async body's child tasks.
+  @TaskLocal public static var current: JobContext?
+
+  /// Creates an empty context.
+  public init() {}
+
+  /// The value stored under `key`, or `nil`. Setting `nil` removes it.
+  public subscript<Value>(key: ContextKey<Value>) -> Value? {
+    get { state.withLock { $0.entries[key.storageKey]?.value } as? Value }
+    set { state.withLock { $0.write(newValue, for: key.storageKey) } }
+  }
+
+  /// Changes the value under `key` in place, starting from `defaultValue` when there is none, and
+  /// returns what `body` returns. No concurrent write is lost: if another thread changed the value
+  /// while `body` ran, `body` runs again on the new value.
+  ///
+  /// `body` runs on the calling thread without any lock held, possibly more than once, so it must
+  /// only compute the new value (no side effects that must happen once).
+  ///
+  /// ```swift
+  /// let total = context.update(.count, default: 0) { count in
+  ///     count += 1
+  ///     return count
+  /// }
+  /// ```
+  @discardableResult
+  public func update<Value, Result>(
+    _ key: ContextKey<Value>,
+    default defaultValue: @autoclosure () -> Value,
+    _ body: (inout Value) throws -> Result
+  ) rethrows -> Result {
+    let storageKey = key.storageKey
+    while true {
+      let entry = state.withLock { $0.entries[storageKey] }
+      var value = (entry?.value as? Value) ?? defaultValue()
+      let result = try body(&value)
+      let stored = state.withLock { state -> Bool in
+        guard state.entries[storageKey]?.stamp == entry?.stamp else { return false }
+        state.write(value, for: storageKey)
+        return true
+      }
+      if stored { return result }
+    }
+  }
+
+  /// Removes the value under `key` and returns it, or `nil` if there was none.
+  @discardableResult
+  public func removeValue<Value>(forKey key: ContextKey<Value>) -> Value? {
+    state.withLock { $0.entries.removeValue(forKey: key.storageKey)?.value } as? Value
+  }
+
+  /// Copies into this context every value of `other` whose key this context does not have yet.
+  /// Used when a nested group gives up its own context for its parent's.
+  func addMissingValues(from other: JobContext) {
+    guard other !== self else { return }
+    let theirs = other.state.withLock { $0.entries }
+    guard !theirs.isEmpty else { return }
+    state.withLock { state in
+      for (key, entry) in theirs where state.entries[key] == nil {
+        state.write(entry.value, for: key)
+      }
+    }
+  }
+}

@@ -1,0 +1,291 @@
+import Foundation
+
+/// A serial chain of asynchronous steps, each getting the previous step's result, with one error
+/// handler and one completion handler (a Swift take on `MKHBlockSequence`).
+///
+/// Build it with ``start(_:)`` and ``then(_:)``, set the error handler with ``onError(_:)``, and
+/// start it with ``finally(_:)`` (or await ``run()``):
+///
+/// ```swift
+/// Pipeline.start { try await download(url) }          // Data
+///     .then { data in try decode(data) }                // Data -> Feed
+///     .then { feed in feed.items.map(\.title) }         // Feed -> [String]
+///     .onError { error in log("failed: \(error)") }
+///     .finally { titles in show(titles) }
+/// ```
+///
+/// ### Steps
+/// The steps run one at a time, in the order they were added: the first gets nothing, each later
+/// step gets the result of the step before it, and the pipeline's result is the last step's
+/// result. They run in one Swift task the pipeline creates when its queue starts it. By default
+/// each step runs like any nonisolated `async` function, on Swift's global concurrent executor;
+/// with ``start(on:_:)`` every part of every step (between two suspension points) runs on the
+/// `DispatchQueue` you pass instead (this needs task executors: macOS 15, iOS 18, watchOS 11,
+/// tvOS 18, visionOS 2, or Linux).
+///
+/// ### Outcome and handlers
+/// Exactly one of these happens, decided once when the steps ended:
+/// - **Success**: every step returned. ``result`` is set, then the ``finally(_:)`` handler is
+///   called once with the result.
+/// - **Failure**: a step threw. No later step runs, `finally`'s handler is not called, and the
+///   ``onError(_:)`` handler is called once with the error, which is also the pipeline's
+///   ``ConcurrentOperation/error`` and what ``run()`` throws.
+/// - **Cancel**: `cancel()` came first. No later step runs and no handler is called; the
+///   pipeline finishes with `isCancelled` `true` and no error, and ``run()`` throws
+///   `CancellationError`.
+///
+/// A handler runs, by default, in the pipeline's Swift task right after the last step ended: on
+/// the step queue if you chose one, otherwise on a thread of Swift's global concurrent executor,
+/// never on the main queue. Pass a `DispatchQueue` to ``onError(on:_:)`` or ``finally(on:_:)`` to
+/// run it there (the main queue only helps where something services it, which a command-line
+/// program usually does not). The pipeline finishes (`isFinished`, dependents, a job's completion,
+/// ``run()`` returning) only after its handler returned.
+///
+/// ### Cancel
+/// `cancel()` before the pipeline started means no step runs. While a step runs, `cancel()`
+/// cancels the pipeline's Swift task (so the step sees `Task.isCancelled`, cancellable awaits in
+/// it throw, and its `withTaskCancellationHandler` handlers run on the thread that called
+/// `cancel()`), and the next step does not start; the pipeline finishes once the running step
+/// returned or threw. Cancelling the Swift task that awaits ``run()`` cancels the pipeline. A
+/// cancel that arrives after the last step ended changes nothing.
+///
+/// ### An operation
+/// A pipeline is a ``ConcurrentOperation``: you can add it to any `OperationQueue` (with
+/// dependencies), track it as a task of a ``JobController`` and read ``result`` or
+/// ``ConcurrentOperation/error`` in the completion, or `await` ``ConcurrentOperation/waitForFinish()``.
+/// It occupies a queue slot, but no thread, while its steps run. Such a pipeline is started by its
+/// queue: do not also call ``finally(_:)`` or ``run()`` on it (adding an operation to a second
+/// queue is a fatal error in Foundation); to act on its result, add a last ``then(_:)`` step.
+///
+/// ### Building and misuse
+/// ``then(_:)`` on a pipeline that has not started returns a new pipeline carrying the earlier
+/// steps and the error handler; the old object becomes a spent builder. Misuse JobKit can see never
+/// crashes:
+/// - starting a spent builder, or building on one, gives a pipeline that fails with
+///   ``JobKitError/Code/spentBuilder``;
+/// - ``then(_:)`` or ``onError(_:)`` on a started pipeline leaves it unchanged and returns a
+///   pipeline that fails with ``JobKitError/Code/modifiedAfterStart``;
+/// - a second ``finally(_:)``, or one after the pipeline started, is ignored and reported as
+///   ``JobKitError/Code/startedTwice`` (in ``ConcurrentOperation/misuses`` and to
+///   ``JobKitDiagnostics``).
+///
+/// ### Memory
+/// A pipeline keeps itself alive while its steps run, and drops its steps and handlers when it
+/// ends, so nothing it captured outlives it and it is freed once you release it.
+public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
+  // @unchecked Sendable: all mutable state lives in `pipelineState`, a lock-protected box; the
+  // rest is immutable.
+  private let pipelineState: LockedBox<PipelineState<Output>>
+  /// Where the steps run, or `nil` for Swift's global concurrent executor.
+  private let stepExecutor: PipelineStepExecutor?
+
+  private init(
+    plan: PipelineState<Output>.Plan,
+    errorHandler: PipelineHandler<any Error>?,
+    stepExecutor: PipelineStepExecutor?
+  ) {
+    pipelineState = LockedBox(PipelineState(plan: plan, errorHandler: errorHandler))
+    self.stepExecutor = stepExecutor
+    super.init()
+  }
+
+  // MARK: - Building
+
+  /// Creates a pipeline whose first step is `body`. Its steps run on Swift's global concurrent
+  /// executor. Nothing runs until the pipeline is started.
+  public static func start(_ body: @escaping @Sendable () async throws -> Output) -> Pipeline<Output> {
+    Pipeline(plan: .steps(firstStep(body)), errorHandler: nil, stepExecutor: nil)
+  }
+
+  /// Creates a pipeline whose first step is `body`, and whose steps (this one and those added
+  /// with ``then(_:)``) all run on `queue`: every part of a step between two suspension points
+  /// runs as a work item on `queue`. Use a serial queue to keep each step on one queue at a time
+  /// with other work. Nothing runs until the pipeline is started.
+  @available(macOS 15.0, iOS 18.0, watchOS 11.0, tvOS 18.0, visionOS 2.0, *)
+  public static func start(
+    on queue: DispatchQueue,
+    _ body: @escaping @Sendable () async throws -> Output
+  ) -> Pipeline<Output> {
+    Pipeline(plan: .steps(firstStep(body)), errorHandler: nil, stepExecutor: PipelineStepExecutor(queue: queue))
+  }
+
+  private static func firstStep(
+    _ body: @escaping @Sendable () async throws -> Output
+  ) -> PipelineState<Output>.Steps {
+    { checkpoint in
+      try checkpoint.checkpoint()
+      return try await body()
+    }
+  }
+
+  /// Returns a new pipeline that runs this pipeline's steps, then `body` with the last one's
+  /// result. The new pipeline keeps this one's step queue and error handler; this object becomes
+  /// a spent builder (see the type's documentation).
+  ///
+  /// `body` runs at most once, in the pipeline's Swift task, after the step before it returned
+  /// and only if the pipeline was not cancelled meanwhile. On a spent builder or a started
+  /// pipeline, returns a pipeline that runs no step and fails with a ``JobKitError``.
+  public func then<Next: Sendable>(_ body: @escaping @Sendable (Output) async throws -> Next) -> Pipeline<Next> {
+    let handOver = pipelineState.withLock { $0.handOver() }
+    let plan: PipelineState<Next>.Plan
+    switch handOver.plan {
+    case .steps(let previous):
+      plan = .steps { checkpoint in
+        let input = try await previous(checkpoint)
+        try checkpoint.checkpoint()
+        return try await body(input)
+      }
+    case .unusable(let error):
+      plan = .unusable(error)
+    }
+    return Pipeline<Next>(plan: plan, errorHandler: handOver.errorHandler, stepExecutor: stepExecutor)
+  }
+
+  /// Sets the handler called, once, with the error of the first step that throws (replacing an
+  /// earlier handler), and returns this pipeline.
+  ///
+  /// The handler runs in the pipeline's Swift task right after the failing step (on the step
+  /// queue if you chose one), before the pipeline finishes; it is not called on success or after
+  /// a cancel. On a started pipeline, returns a new pipeline with this handler that runs no step
+  /// and fails with ``JobKitError/Code/modifiedAfterStart``.
+  public func onError(_ handler: @escaping @Sendable (any Error) -> Void) -> Pipeline<Output> {
+    setErrorHandler(PipelineHandler(queue: nil, body: handler))
+  }
+
+  /// Like ``onError(_:)``, but the handler runs on `queue` (asynchronously, once the failing step
+  /// threw); the pipeline finishes after it returned.
+  public func onError(on queue: DispatchQueue, _ handler: @escaping @Sendable (any Error) -> Void) -> Pipeline<Output> {
+    setErrorHandler(PipelineHandler(queue: queue, body: handler))
+  }
+
+  private func setErrorHandler(_ handler: PipelineHandler<any Error>) -> Pipeline<Output> {
+    if pipelineState.withLock({ $0.setErrorHandler(handler) }) {
+      return self
+    }
+    let error = PipelineState<Output>.errorHandlerAfterStart
+    return Pipeline(plan: .unusable(error), errorHandler: handler, stepExecutor: stepExecutor)
+  }
+
+  // MARK: - Starting
+
+  /// Sets the handler called, once, with the last step's result when every step succeeded, and
+  /// starts the pipeline by adding it to ``JobController/sharedJobQueue``.
+  ///
+  /// The handler runs in the pipeline's Swift task right after the last step (on the step queue
+  /// if you chose one, never on the main queue), after ``result`` was set and before the pipeline
+  /// finishes; it is not called after a failure or a cancel. Call it once, on a pipeline that is
+  /// in no queue or job: a second call, or one on a pipeline that already started, is ignored and
+  /// reported as ``JobKitError/Code/startedTwice``.
+  public func finally(_ handler: @escaping @Sendable (Output) -> Void) {
+    submit(finally: PipelineHandler(queue: nil, body: handler))
+  }
+
+  /// Like ``finally(_:)``, but the handler runs on `queue` (asynchronously, once the last step
+  /// returned); the pipeline finishes after it returned.
+  public func finally(on queue: DispatchQueue, _ handler: @escaping @Sendable (Output) -> Void) {
+    submit(finally: PipelineHandler(queue: queue, body: handler))
+  }
+
+  private func submit(finally handler: PipelineHandler<Output>) {
+    if pipelineState.withLock({ $0.submit(finally: handler) }) {
+      JobController.sharedJobQueue.addOperation(self)
+    } else {
+      reportMisuse(
+        .startedTwice,
+        "finally was called on a Pipeline<\(Output.self)> that had already started; the handler was ignored"
+      )
+    }
+  }
+
+  /// Starts the pipeline on ``JobController/sharedJobQueue`` unless it was already started (by
+  /// ``finally(_:)``, an earlier `run()`, or a queue), then suspends until it finished and returns
+  /// its ``result``.
+  ///
+  /// Throws the error of the step that failed (after the ``onError(_:)`` handler ran), or
+  /// `CancellationError` if the pipeline was cancelled. Cancelling the awaiting Swift task
+  /// cancels the pipeline; `run()` still returns only once the pipeline finished. If you added
+  /// the pipeline to a queue or a job yourself, await ``ConcurrentOperation/waitForFinish()`` and
+  /// read ``result`` instead: JobKit cannot see that submission, and adding an operation to a
+  /// second queue is a fatal error in Foundation.
+  public func run() async throws -> Output {
+    if pipelineState.withLock({ $0.submitForRun() }) {
+      JobController.sharedJobQueue.addOperation(self)
+    }
+    do {
+      try await waitForFinishCancellingOnTaskCancel()
+    } catch {
+      // A cancel that arrived after the last step succeeded changed nothing.
+      if let result { return result }
+      throw error
+    }
+    guard let result else {
+      // Unreachable: a pipeline that finished without an error and was not cancelled succeeded.
+      throw CancellationError()
+    }
+    return result
+  }
+
+  // MARK: - Outcome
+
+  /// The last step's result once every step succeeded; set before ``finally(_:)``'s handler runs
+  /// and before the pipeline finishes. `nil` before that, after a failure and after a cancel.
+  public var result: Output? {
+    pipelineState.withLock { $0.result }
+  }
+
+  // MARK: - ConcurrentOperation
+
+  /// Creates the Swift task that runs the steps, and returns. Called once, by the pipeline's
+  /// queue; the pipeline finishes when the steps and the handler are done.
+  public override func operationStart() {
+    guard let steps = pipelineState.withLock({ $0.start() }) else {
+      operationDone()
+      return
+    }
+    let runner: Task<Void, Never>
+    if let stepExecutor, #available(macOS 15.0, iOS 18.0, watchOS 11.0, tvOS 18.0, visionOS 2.0, *) {
+      runner = Task(executorPreference: stepExecutor) { await self.execute(steps) }
+    } else {
+      runner = Task { await self.execute(steps) }
+    }
+    if pipelineState.withLock({ $0.runnerCreated(runner) }) {
+      runner.cancel()
+    }
+  }
+
+  override func cancellationRequested() {
+    pipelineState.withLock { $0.cancel() }?.cancel()
+  }
+
+  override func startCancelled() {
+    pipelineState.withLock { $0.endBeforeStart() }
+    operationDone()
+  }
+
+  /// Runs the steps in the pipeline's Swift task, then the handler the outcome calls for, then
+  /// finishes the operation.
+  private func execute(_ steps: PipelineState<Output>.Steps) async {
+    let outcome: Result<Output, any Error>
+    do {
+      outcome = .success(try await steps(self))
+    } catch {
+      outcome = .failure(error)
+    }
+    switch pipelineState.withLock({ $0.stepsEnded(outcome) }) {
+    case .cancelled:
+      operationDone()
+    case .succeeded(let result, let handler):
+      PipelineHandler.call(handler, with: result) { self.operationDone() }
+    case .failed(let error, let handler):
+      PipelineHandler.call(handler, with: error) { self.operationDone(error: error) }
+    }
+  }
+}
+
+extension Pipeline: PipelineCheckpoint {
+  func checkpoint() throws {
+    if pipelineState.withLock({ $0.isCancelled }) {
+      throw CancellationError()
+    }
+  }
+}

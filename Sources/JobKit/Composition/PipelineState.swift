@@ -1,0 +1,192 @@
+/// What a pipeline's steps consult between two steps.
+protocol PipelineCheckpoint: AnyObject, Sendable {
+  /// Throws `CancellationError` when the pipeline was cancelled, so that the next step does not
+  /// run. Called before every step, in the pipeline's Swift task.
+  func checkpoint() throws
+}
+
+/// The state of one ``Pipeline``, changed only by the pure transitions below, under the
+/// pipeline's lock. Each returns what the caller must do once the lock is released; none calls
+/// user code.
+///
+/// A pipeline is built (`notStarted`), then started once by its queue (`running`), then `ended`.
+/// Its steps are one composed closure: `then` moves it out of a not-started pipeline into a new
+/// one, so the old object keeps no steps (it is a spent builder).
+struct PipelineState<Output: Sendable> {
+  /// All steps of the pipeline, composed: runs them in order, calling the checkpoint before each,
+  /// and returns the last step's result.
+  typealias Steps = @Sendable (_ checkpoint: any PipelineCheckpoint) async throws -> Output
+
+  /// What a not-started pipeline will do when started.
+  enum Plan {
+    /// Run these steps.
+    case steps(Steps)
+    /// Run nothing and fail with this error (a spent builder, or a pipeline born from misuse).
+    case unusable(JobKitError)
+  }
+
+  enum Phase {
+    /// Not started yet. `submitted`: `finally` or `run()` handed it to the shared queue, so it
+    /// counts as started for `then`, `onError` and `finally`.
+    case notStarted(Plan, submitted: Bool)
+    /// Started: its Swift task runs the steps. `runner` is `nil` until the task was created;
+    /// `cancelled` once `cancel()` was called.
+    case running(runner: Task<Void, Never>?, cancelled: Bool)
+    /// Done: `result` is the last step's result if every step succeeded, `nil` after a failure or
+    /// a cancel.
+    case ended(result: Output?)
+  }
+
+  var phase: Phase
+  var errorHandler: PipelineHandler<any Error>?
+  var finallyHandler: PipelineHandler<Output>?
+
+  init(plan: Plan, errorHandler: PipelineHandler<any Error>?) {
+    phase = .notStarted(plan, submitted: false)
+    self.errorHandler = errorHandler
+  }
+
+  // MARK: Building
+
+  /// `then` was called: hands the plan and the error handler to the new pipeline. A buildable
+  /// pipeline becomes a spent builder (it keeps its error handler); a spent builder or a pipeline
+  /// born from misuse hands on its error; a started pipeline hands on `modifiedAfterStart`.
+  mutating func handOver() -> (plan: Plan, errorHandler: PipelineHandler<any Error>?) {
+    switch phase {
+    case .notStarted(.steps(let steps), submitted: false):
+      phase = .notStarted(.unusable(Self.spent), submitted: false)
+      return (.steps(steps), errorHandler)
+    case .notStarted(.unusable(let error), submitted: false):
+      return (.unusable(error), errorHandler)
+    case .notStarted(_, submitted: true), .running, .ended:
+      return (.unusable(Self.modifiedAfterStart("then")), errorHandler)
+    }
+  }
+
+  /// `onError` was called. Returns `true` if the handler was set (replacing an earlier one), or
+  /// `false` if the pipeline already started and the caller must return a failing pipeline.
+  mutating func setErrorHandler(_ handler: PipelineHandler<any Error>) -> Bool {
+    guard case .notStarted(_, submitted: false) = phase else { return false }
+    errorHandler = handler
+    return true
+  }
+
+  // MARK: Submitting
+
+  /// `finally` was called. Returns `true` if the handler was set and the caller must add the
+  /// pipeline to the shared queue; `false` if it already started (a misuse to report).
+  mutating func submit(finally handler: PipelineHandler<Output>) -> Bool {
+    guard case .notStarted(let plan, submitted: false) = phase else { return false }
+    finallyHandler = handler
+    phase = .notStarted(plan, submitted: true)
+    return true
+  }
+
+  /// `run()` was called. Returns `true` if the caller must add the pipeline to the shared queue;
+  /// `false` if it was already submitted or started (then `run()` just awaits it).
+  mutating func submitForRun() -> Bool {
+    guard case .notStarted(let plan, submitted: false) = phase else { return false }
+    phase = .notStarted(plan, submitted: true)
+    return true
+  }
+
+  // MARK: Running
+
+  /// The queue started the pipeline. Returns the steps to run (for an unusable plan, steps that
+  /// throw its error), or `nil` if it was not in the not-started phase (which its operation
+  /// bookkeeping rules out).
+  mutating func start() -> Steps? {
+    guard case .notStarted(let plan, _) = phase else { return nil }
+    phase = .running(runner: nil, cancelled: false)
+    switch plan {
+    case .steps(let steps):
+      return steps
+    case .unusable(let error):
+      return { _ in throw error }
+    }
+  }
+
+  /// The Swift task running the steps was created. Returns `true` if the pipeline was cancelled
+  /// meanwhile and the caller must cancel the task.
+  mutating func runnerCreated(_ runner: Task<Void, Never>) -> Bool {
+    guard case .running(runner: nil, let cancelled) = phase else { return false }
+    phase = .running(runner: runner, cancelled: cancelled)
+    return cancelled
+  }
+
+  /// `cancel()` was called. Returns the task to cancel, if the pipeline runs and has one.
+  mutating func cancel() -> Task<Void, Never>? {
+    guard case .running(let runner, cancelled: false) = phase else { return nil }
+    phase = .running(runner: runner, cancelled: true)
+    return runner
+  }
+
+  /// Whether `cancel()` was called while the pipeline ran.
+  var isCancelled: Bool {
+    if case .running(_, cancelled: true) = phase { return true }
+    return false
+  }
+
+  enum EndAction {
+    /// Cancelled: call no handler, finish without an error.
+    case cancelled
+    /// Call `finally`'s handler (if any) with the result, then finish.
+    case succeeded(Output, PipelineHandler<Output>?)
+    /// Call the error handler (if any) with the error, then finish with it.
+    case failed(any Error, PipelineHandler<any Error>?)
+  }
+
+  /// The steps returned or threw. Decides the outcome once: a cancel that came first wins, and
+  /// a later cancel changes nothing. Drops the handlers, returning the one to call.
+  mutating func stepsEnded(_ outcome: Result<Output, any Error>) -> EndAction {
+    let wasCancelled = isCancelled
+    let handlers = (finally: finallyHandler, error: errorHandler)
+    finallyHandler = nil
+    errorHandler = nil
+    switch (wasCancelled, outcome) {
+    case (true, _):
+      phase = .ended(result: nil)
+      return .cancelled
+    case (false, .success(let result)):
+      phase = .ended(result: result)
+      return .succeeded(result, handlers.finally)
+    case (false, .failure(let error)):
+      phase = .ended(result: nil)
+      return .failed(error, handlers.error)
+    }
+  }
+
+  /// The pipeline was cancelled before its queue started it: it ends without running anything.
+  mutating func endBeforeStart() {
+    phase = .ended(result: nil)
+    finallyHandler = nil
+    errorHandler = nil
+  }
+
+  /// The last step's result, once the pipeline succeeded.
+  var result: Output? {
+    if case .ended(let result) = phase { return result }
+    return nil
+  }
+
+  // MARK: Misuse errors
+
+  private static var spent: JobKitError {
+    JobKitError(
+      .spentBuilder,
+      message: "then was already called on this Pipeline<\(Output.self)>, which moved its steps to the pipeline "
+        + "then returned; this one runs no step"
+    )
+  }
+
+  private static func modifiedAfterStart(_ call: String) -> JobKitError {
+    JobKitError(
+      .modifiedAfterStart,
+      message: "\(call) was called on a Pipeline<\(Output.self)> that had already started; the started pipeline "
+        + "was not changed and the pipeline \(call) returned runs no step"
+    )
+  }
+
+  /// The error of the pipeline `onError` returns when called on a started pipeline.
+  static var errorHandlerAfterStart: JobKitError { modifiedAfterStart("onError") }
+}

@@ -1,0 +1,369 @@
+import Foundation
+import JobKit
+import Testing
+
+/// The rules of ``CommandMap/dispatch(_:)`` and the ``CommandDispatch`` it returns, one test
+/// (or a few) per rule: matching, priority, guards, once, snapshot and failures, async use.
+@Suite("CommandDispatch rules", .timeLimit(.minutes(1)))
+struct CommandDispatchTests {
+  // MARK: 1. Matching
+
+  @Test("dispatch starts its job at once: it finishes without anyone running or awaiting it")
+  func dispatchStartsAtOnce() {
+    let map = CommandMap()
+    map.map(FlagAndStringEvent.self) { AppendCommand("1", to: $0.object) }
+    let event = FlagAndStringEvent()
+    let job = map.dispatch(event)
+    #expect(job.finishes())
+    #expect(event.object.string == "1")
+  }
+
+  @Test("an event nobody mapped returns a job that finishes at once, without an error")
+  func unmappedEventFinishes() async throws {
+    let map = CommandMap()
+    map.map(OtherEvent.self) { AppendCommand("other", to: $0.object) }
+    let event = FlagAndStringEvent()
+    let job = map.dispatch(event)
+    try await job.run()
+    #expect(job.error == nil)
+    #expect(job.ran.isEmpty && job.skipped.isEmpty && job.commands.isEmpty)
+    #expect(event.object.string == "")
+  }
+
+  @Test("only the exact type matches: a subclass does not run its superclass's mappings")
+  func exactTypeMatching() async throws {
+    let map = CommandMap()
+    map.map(BaseEvent.self) { AppendCommand("base", to: $0.object) }
+    map.map(DerivedEvent.self) { AppendCommand("derived", to: $0.object) }
+    let derived = DerivedEvent()
+    try await map.dispatch(derived).run()
+    #expect(derived.object.string == "derived")
+    let base = BaseEvent()
+    try await map.dispatch(base).run()
+    #expect(base.object.string == "base")
+  }
+
+  @Test("an event passed as an existential matches its dynamic type")
+  func existentialEventMatches() async throws {
+    let map = CommandMap()
+    map.map(FlagAndStringEvent.self) { AppendCommand("1", to: $0.object) }
+    let event = FlagAndStringEvent()
+    let erased: any Sendable = event
+    let job = map.dispatch(erased)
+    try await job.run()
+    #expect(event.object.string == "1")
+    #expect(job.event is FlagAndStringEvent)
+  }
+
+  // MARK: 2. Priority
+
+  @Test("higher priority first, equal priorities in mapping order; the report lists that order")
+  func priorityThenMappingOrder() async throws {
+    let map = CommandMap()
+    let order: [(String, Int)] = [("a", 0), ("b", 5), ("c", 0), ("d", 5), ("e", -1)]
+    var mapped: [String: CommandMapping] = [:]
+    for (text, priority) in order {
+      mapped[text] = map.map(FlagAndStringEvent.self, priority: priority) { AppendCommand(text, to: $0.object) }
+    }
+    let expected = ["b", "d", "a", "c", "e"].map { mapped[$0]! }
+    #expect(map.mappings(for: FlagAndStringEvent.self) == expected)
+    let event = FlagAndStringEvent()
+    let job = map.dispatch(event)
+    try await job.run()
+    #expect(event.object.string == "bdace")
+    #expect(job.ran == expected)
+    #expect(job.commands.map { ($0 as? AppendCommand)?.text } == ["b", "d", "a", "c", "e"])
+  }
+
+  @Test("commands of one dispatch run one after another: each sees the ones before it finished")
+  func sequentialByDefault() async throws {
+    let map = CommandMap()
+    let log = EventLog()
+    map.map(FlagAndStringEvent.self, priority: 1) { DelayedAppendCommand.append1Async($0.object) }
+    map.map(FlagAndStringEvent.self) { event in
+      ClosureCommand { log.record("second saw '\(event.object.string)'") }
+    }
+    try await map.dispatch(FlagAndStringEvent()).run()
+    #expect(log.all == ["second saw '1_async'"])
+  }
+
+  @Test("a concurrent map starts the commands of one dispatch together")
+  func concurrentMapRunsTogether() async throws {
+    let map = CommandMap(concurrent: true)
+    #expect(map.isConcurrent)
+    let gate = Gate()
+    // The first command waits for the second to open its gate: run one after another, this
+    // dispatch could never finish.
+    map.map(FlagAndStringEvent.self, priority: 1) { GatedCommand("first", gate: gate, object: $0.object) }
+    map.map(FlagAndStringEvent.self) { _ in ClosureCommand { gate.open() } }
+    let event = FlagAndStringEvent()
+    let job = map.dispatch(event)
+    try await job.run()
+    #expect(event.object.string == "first")
+    #expect(job.ran.count == 2)
+  }
+
+  @Test("a serial map queue runs dispatches one at a time, in dispatch order")
+  func serialQueueRunsDispatchesInOrder() async throws {
+    let queue = OperationQueue.serial()
+    let map = CommandMap(queue: queue)
+    #expect(map.queue === queue)
+    let log = EventLog()
+    let gate = Gate()
+    map.map(FlagAndStringEvent.self) { GatedCommand("first", gate: gate, object: $0.object, log: log) }
+    map.map(OtherEvent.self) { event in ClosureCommand { log.record("second") } }
+    let first = map.dispatch(FlagAndStringEvent())
+    let second = map.dispatch(OtherEvent())
+    gate.open()
+    try await second.run()
+    try await first.run()
+    #expect(log.all == ["start first", "finish first", "second"])
+  }
+
+  // MARK: 3. Guards
+
+  @Test("guards are asked in order, asking stops at the first refusal, the command is not created")
+  func guardsInOrderStopAtFirstRefusal() async throws {
+    let map = CommandMap()
+    let log = EventLog()
+    let created = Locked(0)
+    let mapping = map.map(
+      FlagAndStringEvent.self,
+      guards: [
+        { _ in
+          log.record("g0")
+          return true
+        },
+        { _ in
+          log.record("g1")
+          return false
+        },
+        { _ in
+          log.record("g2")
+          return true
+        },
+      ]
+    ) { event in
+      created.mutate { $0 += 1 }
+      return AppendCommand("1", to: event.object)
+    }
+    let event = FlagAndStringEvent()
+    let job = map.dispatch(event)
+    #expect(log.all == ["g0", "g1"])  // asked before dispatch returned
+    try await job.run()
+    #expect(created.value == 0)
+    #expect(job.ran.isEmpty)
+    #expect(job.skipped == [CommandDispatch.Skip(mapping, .guardRefused(index: 1))])
+    #expect(event.object.string == "")
+  }
+
+  @Test("guards are asked at dispatch time: they do not see the effects of earlier commands")
+  func guardsAskedAtDispatchTime() async throws {
+    let map = CommandMap()
+    map.map(FlagAndStringEvent.self, priority: 1) { SetFlagCommand($0.object) }
+    map.map(FlagAndStringEvent.self, guards: [{ !$0.object.flag }]) {
+      AppendCommand("guard saw no flag", to: $0.object)
+    }
+    let event = FlagAndStringEvent()
+    try await map.dispatch(event).run()
+    #expect(event.object.flag)
+    #expect(event.object.string == "guard saw no flag")
+  }
+
+  // MARK: 4. Once
+
+  @Test("a once mapping refused by a guard stays mapped, and is removed after it ran")
+  func onceKeptWhenRefused() async throws {
+    let map = CommandMap()
+    let asked = Locked(0)
+    let mapping = map.map(
+      FlagAndStringEvent.self, once: true,
+      guards: [
+        { _ in
+          asked.mutate {
+            $0 += 1
+            return $0
+          } > 1
+        }
+      ]
+    ) { AppendCommand("1", to: $0.object) }
+    let event = FlagAndStringEvent()
+
+    let refused = map.dispatch(event)
+    try await refused.run()
+    #expect(refused.skipped == [CommandDispatch.Skip(mapping, .guardRefused(index: 0))])
+    #expect(map.mappings(for: FlagAndStringEvent.self) == [mapping])
+
+    let ran = map.dispatch(event)
+    try await ran.run()
+    #expect(ran.ran == [mapping])
+    #expect(map.mappings(for: FlagAndStringEvent.self).isEmpty)
+
+    try await map.dispatch(event).run()
+    #expect(event.object.string == "1")
+    #expect(asked.value == 2)
+  }
+
+  @Test("two racing dispatches: the one that claims the once mapping first runs it, the other reports alreadyUsed")
+  func onceClaimRace() {
+    let map = CommandMap()
+    let inGuard = Latch()
+    let proceed = Latch()
+    let asked = Locked(0)
+    let mapping = map.map(
+      FlagAndStringEvent.self, once: true,
+      guards: [
+        { _ in
+          // The first dispatch holds in its guard until the second one ran the mapping.
+          if asked.mutate({
+            $0 += 1
+            return $0
+          }) == 1 {
+            inGuard.open()
+            proceed.wait()
+          }
+          return true
+        }
+      ]
+    ) { AppendCommand("1", to: $0.object) }
+    let event = FlagAndStringEvent()
+    let first = Locked<CommandDispatch?>(nil)
+    let firstReturned = Latch()
+    DispatchQueue.global().async {
+      let job = map.dispatch(event)
+      first.mutate { $0 = job }
+      firstReturned.open()
+    }
+    #expect(inGuard.wait())
+    let second = map.dispatch(event)
+    proceed.open()
+    #expect(firstReturned.wait())
+    let firstJob = first.value!
+    #expect(second.ran == [mapping])
+    #expect(firstJob.ran.isEmpty)
+    #expect(firstJob.skipped == [CommandDispatch.Skip(mapping, .alreadyUsed)])
+    #expect(second.finishes() && firstJob.finishes())
+    #expect(event.object.string == "1")
+  }
+
+  @Test("racing dispatches on two threads never run a once mapping twice")
+  func onceUnderRacingThreads() {
+    let map = CommandMap()
+    for _ in 0..<300 {
+      let runs = Locked(0)
+      map.map(FlagAndStringEvent.self, once: true) { _ in runs.mutate { $0 += 1 } }
+      let jobs = Locked<[CommandDispatch]>([])
+      DispatchQueue.concurrentPerform(iterations: 2) { _ in
+        let job = map.dispatch(FlagAndStringEvent())
+        jobs.mutate { $0.append(job) }
+      }
+      for job in jobs.value { #expect(job.finishes()) }
+      #expect(runs.value == 1)
+      #expect(jobs.value.map(\.ran.count).reduce(0, +) == 1)
+    }
+  }
+
+  // MARK: 6. Snapshot and failures
+
+  @Test("mappings added or removed during a dispatch do not change it; the next dispatch sees them")
+  func dispatchWorksOnASnapshot() async throws {
+    let map = CommandMap()
+    let later = Locked<[CommandMapping]>([])
+    let firstTime = Locked(true)
+    map.map(
+      FlagAndStringEvent.self, priority: 10,
+      guards: [
+        { _ in
+          guard firstTime.exchange(false) else { return true }
+          for mapping in later.value { map.unmap(mapping) }
+          map.map(FlagAndStringEvent.self) { AppendCommand("N", to: $0.object) }
+          return true
+        }
+      ]
+    ) { AppendCommand("A", to: $0.object) }
+    let plain = map.map(FlagAndStringEvent.self, priority: 1) { AppendCommand("B", to: $0.object) }
+    let once = map.map(FlagAndStringEvent.self, once: true) { AppendCommand("O", to: $0.object) }
+    later.mutate { $0 = [plain, once] }
+
+    let first = FlagAndStringEvent()
+    try await map.dispatch(first).run()
+    #expect(first.object.string == "ABO")
+
+    let second = FlagAndStringEvent()
+    try await map.dispatch(second).run()
+    #expect(second.object.string == "AN")
+  }
+
+  @Test(
+    "a failing command makes the dispatch report its error; the other mappings still run", arguments: [false, true])
+  func failureDoesNotStopOthers(concurrent: Bool) async throws {
+    let map = CommandMap(concurrent: concurrent)
+    map.map(FlagAndStringEvent.self, priority: 1) { _ in InstantTask("fails", failure: TestError(1)) }
+    map.map(FlagAndStringEvent.self) { AppendCommand("2", to: $0.object) }
+    let event = FlagAndStringEvent()
+    let job = map.dispatch(event)
+    let failure = try #require(await #expect(throws: JobFailures.self) { try await job.run() })
+    #expect(failure.failures.count == 1)
+    #expect(failure.failures.first?.group == "InstantTask")
+    #expect(failure.failures.first?.error as? TestError == TestError(1))
+    #expect((job.error as? JobFailures)?.failures.count == 1)
+    #expect(event.object.string == "2")
+    // Another dispatch is unaffected.
+    let next = map.dispatch(OtherEvent())
+    try await next.run()
+  }
+
+  @Test("cancelling a dispatch's job cancels its commands; the ones not started never run")
+  func cancelDispatch() async throws {
+    let map = CommandMap()
+    let running = ManualTask("running")
+    let started = Locked(false)
+    map.map(FlagAndStringEvent.self, priority: 1) { _ in running }
+    map.map(FlagAndStringEvent.self) { _ in ClosureCommand { started.mutate { $0 = true } } }
+    let job = map.dispatch(FlagAndStringEvent())
+    #expect(running.startedLatch.wait())
+    job.cancel()
+    await #expect(throws: CancellationError.self) { try await job.run() }
+    #expect(running.cancelHookCalls == 1)
+    #expect(!started.value)
+  }
+
+  // MARK: 7. Async and re-entrancy
+
+  @Test("a command can dispatch on its own map and wait for that dispatch without blocking")
+  func commandDispatchesOnItsMap() async throws {
+    let map = CommandMap()
+    map.map(OtherEvent.self) { AppendCommand("inner", to: $0.object) }
+    map.map(FlagAndStringEvent.self) { [unowned map] event in
+      AwaitingDispatchCommand { map.dispatch(OtherEvent(event.object)) }
+    }
+    let event = FlagAndStringEvent()
+    try await map.dispatch(event).run()
+    #expect(event.object.string == "inner")
+  }
+
+  @Test("dispatching from a job callback does not deadlock")
+  func dispatchFromJobCallback() async throws {
+    let map = CommandMap(queue: OperationQueue.serial())
+    map.map(OtherEvent.self) { AppendCommand("inner", to: $0.object) }
+    let object = FlagAndString()
+    let inner = Locked<[CommandDispatch]>([])
+    final class Relay: JobController, @unchecked Sendable {
+      // @unchecked Sendable: immutable after init.
+      let body: @Sendable () -> Void
+      init(_ body: @escaping @Sendable () -> Void) {
+        self.body = body
+        super.init()
+      }
+      override func main() {
+        trackAndQueue(ClosureCommand()) { [body] _ in body() }
+      }
+      override func allTasksFinished() { body() }
+    }
+    let relay = Relay { inner.mutate { $0.append(map.dispatch(OtherEvent(object))) } }
+    try await relay.run()
+    for job in inner.value { try await job.run() }
+    #expect(inner.value.count == 2)
+    #expect(object.string == "innerinner")
+  }
+}

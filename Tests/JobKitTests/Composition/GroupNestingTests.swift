@@ -1,0 +1,167 @@
+import Foundation
+import Testing
+
+@testable import JobKit
+
+@Suite("Nested groups")
+struct GroupNestingTests {
+  /// MGCommand's nesting example `seq[a, conc[b, c], d]`: a before b and c, d after both.
+  @Test func sequenceWithAConcurrentGroupInside() async throws {
+    let log = EventLog()
+    let group = SequentialGroup([
+      Step("a", log: log, finish: .later),
+      ConcurrentGroup([Step("b", log: log, finish: .later), Step("c", log: log, finish: .later)]),
+      Step("d", log: log),
+    ])
+    try await group.run()
+    let events = log.all
+    #expect(events.first == "a" && events.last == "d")
+    #expect(Set(events[1...2]) == ["b", "c"])
+  }
+
+  /// MGSequentialCommandGroupSpec "with nested command group": an inner sequence is one step.
+  @Test func aNestedSequenceIsOneStep() async throws {
+    let log = EventLog()
+    let inner = SequentialGroup([Step("subA", log: log), Step("subB", log: log, finish: .later)])
+    let outer = SequentialGroup([inner, Step("c1", log: log, finish: .later), Step("c2", log: log)])
+    try await outer.run()
+    #expect(log.all == ["subA", "subB", "c1", "c2"])
+  }
+
+  /// CompositeOperations cascade 16: a transactional group inside a cascade.
+  @Test func concurrentGroupInsideASequenceFinishesBeforeTheNextStep() async throws {
+    let count = Locked(0)
+    let seenByLast = Locked(-1)
+    let group = SequentialGroup([
+      BlockTask {},
+      ConcurrentGroup([
+        BlockTask(async: { count.mutate { $0 += 1 } }),
+        BlockTask { count.mutate { $0 += 1 } },
+      ]),
+      BlockTask { seenByLast.mutate { $0 = count.value } },
+    ])
+    try await group.run()
+    #expect(seenByLast.value == 2)
+  }
+
+  /// CompositeOperations cascade 19 ("rough integration"): 1 step, 100 concurrent groups adding 2
+  /// items each, 20 concurrent groups each removing one and adding one, 1 step: 200 items.
+  @Test func roughIntegration() async throws {
+    let items = Locked<[Int]>([])
+    var steps: [Operation] = [BlockTask {}]
+    for index in 0..<100 {
+      steps.append(
+        ConcurrentGroup([
+          BlockTask { items.mutate { $0.append(index) } },
+          BlockTask(async: { items.mutate { $0.append(index) } }),
+        ]))
+    }
+    for _ in 0..<20 {
+      steps.append(
+        ConcurrentGroup([
+          BlockTask {
+            items.mutate {
+              $0.removeLast()
+              $0.append(1)
+            }
+          }
+        ]))
+    }
+    let countAtEnd = Locked(-1)
+    steps.append(BlockTask { countAtEnd.mutate { $0 = items.value.count } })
+    try await SequentialGroup(steps).run()
+    #expect(countAtEnd.value == 200)
+  }
+
+  /// Groups nest to any depth in both directions. Invariant: every leaf runs once, each
+  /// sequential level keeps its order, and the outermost group finishes after every leaf.
+  @Test(arguments: GroupKind.allCases)
+  func fiveLevelsDeep(outermost: GroupKind) async throws {
+    let log = EventLog()
+    var leaves: [Step] = []
+    func level(_ depth: Int, kind: GroupKind) -> any TestableGroup {
+      let first = Step("\(depth).first", log: log, finish: .later)
+      let last = Step("\(depth).last", log: log)
+      leaves += [first, last]
+      var tasks: [Operation] = [first]
+      if depth < 5 {
+        tasks.append(level(depth + 1, kind: kind == .sequential ? .concurrent : .sequential))
+      }
+      tasks.append(last)
+      return kind.make(tasks)
+    }
+    let root = level(1, kind: outermost)
+    try await root.run()
+    #expect(leaves.allSatisfy { $0.isFinished })
+    let events = log.all
+    #expect(events.count == 10 && Set(events).count == 10)
+    var kind = outermost
+    for depth in 1...5 {
+      if kind == .sequential {
+        let position = { (label: String) in events.firstIndex(of: label)! }
+        #expect(position("\(depth).first") < position("\(depth).last"))
+        if depth < 5 {
+          // The nested group (all deeper leaves) runs between this level's two steps.
+          let deeper = events.indices.filter { Int(events[$0].prefix(while: { $0 != "." }))! > depth }
+          #expect(deeper.allSatisfy { position("\(depth).first") < $0 && $0 < position("\(depth).last") })
+        }
+      }
+      kind = kind == .sequential ? .concurrent : .sequential
+    }
+  }
+
+  /// A group that is a dependency of another operation holds it until the whole tree is done.
+  @Test func aGroupAsADependencyHoldsItsDependentUntilTheWholeTreeIsDone() async throws {
+    let log = EventLog()
+    let leaves = (0..<6).map { Step("\($0)", log: log, finish: .later) }
+    let group = SequentialGroup([
+      leaves[0],
+      ConcurrentGroup([leaves[1], SequentialGroup([leaves[2], leaves[3]]), leaves[4]]),
+      leaves[5],
+    ])
+    let sawUnfinished = Locked(true)
+    let dependent = BlockOperation { sawUnfinished.mutate { $0 = !leaves.allSatisfy { $0.isFinished } } }
+    dependent.addDependency(group)
+    let queue = OperationQueue()
+    queue.addOperation(dependent)
+    group.startJob()
+    #expect(await dependent.finishedSoon())
+    #expect(!sawUnfinished.value)
+    #expect(group.isFinished)
+  }
+
+  /// MGCommand README: cancelling a group cancels its active commands and removes the queued
+  /// ones, in every nested group.
+  @Test func cancellingTheOuterGroupReachesEveryNestedGroup() async throws {
+    let log = EventLog()
+    let running = (0..<2).map { ManualTask("running \($0)") }
+    let innerConcurrent = ConcurrentGroup(running)
+    let notStartedLeaf = Step("never", log: log)
+    let innerSequence = SequentialGroup([notStartedLeaf])
+    let outer = SequentialGroup([SequentialGroup([innerConcurrent]), innerSequence, Step("never either", log: log)])
+    outer.startJob()
+    for task in running {
+      #expect(await task.startedLatch.opened())
+    }
+    outer.cancel()
+    for task in running {
+      #expect(await task.cancelledLatch.opened())
+    }
+    await #expect(throws: CancellationError.self) { try await outer.run() }
+    #expect(innerConcurrent.isCancelled && innerSequence.isCancelled)
+    #expect(innerConcurrent.isFinished && innerSequence.isFinished && notStartedLeaf.isFinished)
+    #expect(notStartedLeaf.isCancelled && log.all.isEmpty)
+  }
+
+  /// CompositeOperations cascade 17: a task deep inside cancels the outer group; nothing after it
+  /// runs.
+  @Test func anInnerTaskCanCancelTheOuterGroup() async throws {
+    let log = EventLog()
+    let outer = SequentialGroup()
+    let afterward = Step("after", log: log)
+    outer.add(ConcurrentGroup([BlockTask { outer.cancel() }, Step("sibling", log: log)]))
+    outer.add(afterward)
+    await #expect(throws: CancellationError.self) { try await outer.run() }
+    #expect(afterward.isCancelled && !log.all.contains("after"))
+  }
+}
