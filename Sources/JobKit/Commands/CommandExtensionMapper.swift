@@ -26,11 +26,7 @@ public struct CommandExtensionMapper: Sendable {
     guards: [@Sendable (Event) -> Bool] = [],
     to makeCommand: @escaping @Sendable (Event) -> Operation
   ) -> CommandMapping {
-    let mapping = CommandMapping(
-      eventType: event, priority: priority, runsOnce: once, guards: guards, isBlock: false, owner: owner,
-      makeCommand: makeCommand)
-    commandMap.add(mapping)
-    return mapping
+    commandMap.addMapping(event, priority: priority, once: once, guards: guards, owner: owner, makeCommand: makeCommand)
   }
 
   /// Maps `event` to a block, as ``CommandMap/map(_:priority:once:guards:block:)`` does, on
@@ -43,10 +39,6 @@ public struct CommandExtensionMapper: Sendable {
     guards: [@Sendable (Event) -> Bool] = [],
     block: @escaping @Sendable (Event) -> Void
   ) -> CommandMapping {
-    let mapping = CommandMapping(
-      eventType: event, priority: priority, runsOnce: once, guards: guards, isBlock: true, owner: owner,
-      makeCommand: CommandMap.blockCommand(block))
-    commandMap.add(mapping)
-    return mapping
+    commandMap.addMapping(event, priority: priority, once: once, guards: guards, owner: owner, block: block)
   }
 }

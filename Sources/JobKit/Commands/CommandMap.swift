@@ -104,11 +104,7 @@ public final class CommandMap: Sendable {
     guards: [@Sendable (Event) -> Bool] = [],
     to makeCommand: @escaping @Sendable (Event) -> Operation
   ) -> CommandMapping {
-    let mapping = CommandMapping(
-      eventType: event, priority: priority, runsOnce: once, guards: guards, isBlock: false, owner: nil,
-      makeCommand: makeCommand)
-    add(mapping)
-    return mapping
+    addMapping(event, priority: priority, once: once, guards: guards, owner: nil, makeCommand: makeCommand)
   }
 
   /// Maps `event` to a block: like ``map(_:priority:once:guards:to:)``, but each dispatch whose
@@ -133,11 +129,39 @@ public final class CommandMap: Sendable {
     guards: [@Sendable (Event) -> Bool] = [],
     block: @escaping @Sendable (Event) -> Void
   ) -> CommandMapping {
+    addMapping(event, priority: priority, once: once, guards: guards, owner: nil, block: block)
+  }
+
+  /// Makes a command mapping (for the map itself, or for an extension when `owner` is set), adds
+  /// it and returns it.
+  func addMapping<Event: Sendable>(
+    _ event: Event.Type,
+    priority: Int,
+    once: Bool,
+    guards: [@Sendable (Event) -> Bool],
+    owner: ObjectIdentifier?,
+    makeCommand: @escaping @Sendable (Event) -> Operation,
+    isBlock: Bool = false
+  ) -> CommandMapping {
     let mapping = CommandMapping(
-      eventType: event, priority: priority, runsOnce: once, guards: guards, isBlock: true, owner: nil,
-      makeCommand: Self.blockCommand(block))
+      eventType: event, priority: priority, runsOnce: once, guards: guards, isBlock: isBlock, owner: owner,
+      makeCommand: makeCommand)
     add(mapping)
     return mapping
+  }
+
+  /// Makes a block mapping (run as a ``BlockTask``), adds it and returns it.
+  func addMapping<Event: Sendable>(
+    _ event: Event.Type,
+    priority: Int,
+    once: Bool,
+    guards: [@Sendable (Event) -> Bool],
+    owner: ObjectIdentifier?,
+    block: @escaping @Sendable (Event) -> Void
+  ) -> CommandMapping {
+    addMapping(
+      event, priority: priority, once: once, guards: guards, owner: owner, makeCommand: Self.blockCommand(block),
+      isBlock: true)
   }
 
   /// Removes `mapping`. Safe from any thread; a dispatch that already took its snapshot still
