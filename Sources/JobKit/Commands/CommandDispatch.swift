@@ -5,9 +5,11 @@ import Foundation
 ///
 /// A dispatch chooses its commands when ``CommandMap/dispatch(_:)`` is called (see there), puts
 /// them in one group, a ``SequentialGroup`` (on a map created with `concurrent: true`, a
-/// ``ConcurrentGroup``), adds that group to the map's ``CommandMap/queue`` and starts this job,
-/// which tracks the group and finishes right after it. The commands of a sequential dispatch run
-/// one after another in priority order, each starting after the one before it finished.
+/// ``ConcurrentGroup``) whose task queue is the map's ``CommandMap/queue``, starts that group on
+/// the dispatching thread (which queues the first command) and starts this job on
+/// ``JobController/sharedJobQueue``; the job tracks the group and finishes right after it. The
+/// commands of a sequential dispatch run one after another in priority order, each starting
+/// after the one before it finished.
 ///
 /// A command that fails (a ``ConcurrentOperation`` that finished with an
 /// ``ConcurrentOperation/error``) does not stop the others. The job then finishes with the
@@ -65,9 +67,6 @@ public final class CommandDispatch: JobController, @unchecked Sendable {
   /// The group running ``commands``; `nil` when there is none.
   private let group: JobController?
 
-  /// The queue ``launch()`` adds the group to.
-  private let queue: OperationQueue
-
   init(
     event: any Sendable,
     ran: [CommandMapping],
@@ -83,21 +82,22 @@ public final class CommandDispatch: JobController, @unchecked Sendable {
     if commands.isEmpty {
       group = nil
     } else {
-      group = concurrent ? ConcurrentGroup(commands) : SequentialGroup(commands)
+      group =
+        concurrent
+        ? ConcurrentGroup(commands, taskQueue: queue) : SequentialGroup(commands, taskQueue: queue)
     }
-    self.queue = queue
     super.init(taskQueue: queue)
   }
 
-  /// Tracks the group, adds it to the map's queue, and starts the job. The group is queued here,
-  /// on the dispatching thread, rather than in `main()`, so a serial map queue runs dispatches in
-  /// the order they were made.
+  /// Tracks the group, starts it on this thread, then submits the job. Starting the group here,
+  /// rather than from `main()` or through a queue, queues its first command before `dispatch`
+  /// returns, so a serial map queue starts the dispatches' first commands in dispatch order.
   func launch() {
     if let group {
       track(group) { [unowned self] group in
         if let error = group.error { fail(error) }
       }
-      queue.addOperation(group)
+      group.start()
     }
     startJob()
   }

@@ -38,13 +38,17 @@ import Foundation
 /// holds its lock while it calls a guard, a command factory, a block or an extension, and
 /// `dispatch` never blocks.
 public final class CommandMap: Sendable {
-  /// The queue each dispatch adds its commands to, as one group (a ``SequentialGroup``, or a
-  /// ``ConcurrentGroup`` on a concurrent map), in the order the dispatches were made; the group
-  /// then runs the commands on its own task queue.
+  /// The queue dispatched commands run on: each dispatch's group (a ``SequentialGroup``, or a
+  /// ``ConcurrentGroup`` on a concurrent map) adds its commands to this queue. The group itself
+  /// takes no slot of it: it is started on the dispatching thread, which queues the dispatch's
+  /// first command (all of them on a concurrent map) before ``dispatch(_:)`` returns.
   ///
-  /// A concurrent queue (the default) lets dispatches overlap. A serial queue runs dispatches one
-  /// at a time, in dispatch order: then a command must not wait for another dispatch of the same
-  /// map, which could only start after it.
+  /// A concurrent queue (the default) lets dispatches overlap. A serial queue runs the map's
+  /// commands one at a time: the first commands of several dispatches start in dispatch order,
+  /// and each later command of a sequential dispatch joins the end of the queue when the one
+  /// before it finished, so commands of different dispatches can alternate. On a serial queue a
+  /// command must not wait for another command of the same map (for example by dispatching on it
+  /// and awaiting that dispatch), which could only start after it.
   public let queue: OperationQueue
   /// `true` if the commands of one dispatch run together, `false` (the default) if they run one
   /// after another in priority order.

@@ -36,13 +36,18 @@ open class ConcurrentGroup: JobController, @unchecked Sendable {
   // @unchecked Sendable: all mutable state lives in lock-protected boxes (`groupState`, the job's).
   let groupState = LockedBox(GroupState(mode: .concurrent))
 
-  /// Creates a group that will start `tasks`, and any tasks added later, together.
+  /// Creates a group that will start `tasks`, and any tasks added later, together, on a
+  /// concurrent ``JobController/taskQueue`` the group owns.
   public init(_ tasks: [Operation] = []) {
     super.init()
-    failurePolicy = .collect
-    for task in tasks {
-      add(task)
-    }
+    setUp(adding: tasks)
+  }
+
+  /// Creates a group that will start `tasks`, and any tasks added later, together, on
+  /// `taskQueue` (for example a serial queue, or one shared with other jobs).
+  public init(_ tasks: [Operation] = [], taskQueue: OperationQueue) {
+    super.init(taskQueue: taskQueue)
+    setUp(adding: tasks)
   }
 
   /// Adds `task` to the group. Safe from any thread, before or while the group runs.

@@ -15,6 +15,14 @@ protocol GroupJob: JobController, ContextSharing, OperationFinishObserver {
 }
 
 extension GroupJob {
+  /// The groups' common `init` step: failures are collected, `tasks` are added in order.
+  func setUp(adding tasks: [Operation]) {
+    failurePolicy = .collect
+    for task in tasks {
+      addTask(task, reportingRejection: true)
+    }
+  }
+
   /// Adds `task`. Returns `false`, changing nothing, when the group is done; that is reported as
   /// ``JobKitError/Code/trackedAfterJobFinished`` if `reportingRejection` is `true`.
   @discardableResult

@@ -57,13 +57,18 @@ open class SequentialGroup: JobController, @unchecked Sendable {
   // @unchecked Sendable: all mutable state lives in lock-protected boxes (`groupState`, the job's).
   let groupState = LockedBox(GroupState(mode: .sequential))
 
-  /// Creates a group that will run `tasks` in order, then any tasks added later.
+  /// Creates a group that will run `tasks` in order, then any tasks added later, on a
+  /// concurrent ``JobController/taskQueue`` the group owns.
   public init(_ tasks: [Operation] = []) {
     super.init()
-    failurePolicy = .collect
-    for task in tasks {
-      add(task)
-    }
+    setUp(adding: tasks)
+  }
+
+  /// Creates a group that will run `tasks` in order, then any tasks added later, on
+  /// `taskQueue` (for example a serial queue, or one shared with other jobs).
+  public init(_ tasks: [Operation] = [], taskQueue: OperationQueue) {
+    super.init(taskQueue: taskQueue)
+    setUp(adding: tasks)
   }
 
   /// Appends `task` to the group. Safe from any thread, before or while the group runs.

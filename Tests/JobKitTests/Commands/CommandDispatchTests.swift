@@ -103,21 +103,61 @@ struct CommandDispatchTests {
     #expect(job.ran.count == 2)
   }
 
-  @Test("a serial map queue runs dispatches one at a time, in dispatch order")
-  func serialQueueRunsDispatchesInOrder() async throws {
+  @Test("dispatched commands and blocks run on the map's queue", arguments: [false, true])
+  func commandsRunOnTheMapsQueue(concurrent: Bool) async throws {
+    let queue = OperationQueue()
+    queue.name = "map queue"
+    let map = CommandMap(queue: queue, concurrent: concurrent)
+    #expect(map.queue === queue)
+    let seen = Locked<[String]>([])
+    map.map(FlagAndStringEvent.self, priority: 1) { _ in
+      ClosureCommand { seen.mutate { $0.append("command: \(OperationQueue.current?.name ?? "none")") } }
+    }
+    map.map(FlagAndStringEvent.self, block: { _ in
+      seen.mutate { $0.append("block: \(OperationQueue.current?.name ?? "none")") }
+    })
+    let last = ManualTask("last")
+    map.map(FlagAndStringEvent.self, priority: -1) { _ in last }
+    let job = map.dispatch(FlagAndStringEvent())
+    // While the last command runs, it occupies a slot of the map's queue.
+    #expect(await last.startedLatch.opened())
+    #expect(queue.operations.contains { $0 === last })
+    last.finish()
+    try await job.run()
+    #expect(Set(seen.value) == ["command: map queue", "block: map queue"])
+  }
+
+  @Test("a serial map queue runs one command at a time; dispatches start their first commands in dispatch order")
+  func serialQueueRunsOneCommandAtATime() async throws {
     let queue = OperationQueue.serial()
     let map = CommandMap(queue: queue)
-    #expect(map.queue === queue)
     let log = EventLog()
+    let running = Locked(0)
+    let overlapped = Locked(false)
+    @Sendable func step(_ name: String) -> ClosureCommand {
+      ClosureCommand {
+        if running.mutate({ $0 += 1; return $0 }) > 1 { overlapped.mutate { $0 = true } }
+        log.record(name)
+        running.mutate { $0 -= 1 }
+      }
+    }
     let gate = Gate()
-    map.map(FlagAndStringEvent.self) { GatedCommand("first", gate: gate, object: $0.object, log: log) }
-    map.map(OtherEvent.self) { event in ClosureCommand { log.record("second") } }
+    map.map(FlagAndStringEvent.self, priority: 1) { GatedCommand("A1", gate: gate, object: $0.object, log: log) }
+    map.map(FlagAndStringEvent.self) { _ in step("A2") }
+    map.map(OtherEvent.self, priority: 1) { _ in step("B1") }
+    map.map(OtherEvent.self) { _ in step("B2") }
     let first = map.dispatch(FlagAndStringEvent())
     let second = map.dispatch(OtherEvent())
     gate.open()
     try await second.run()
     try await first.run()
-    #expect(log.all == ["start first", "finish first", "second"])
+    let order = log.all
+    #expect(!overlapped.value)
+    #expect(order.count == 5)
+    func index(_ name: String) -> Int { order.firstIndex(of: name) ?? -1 }
+    #expect(index("start A1") == 0 && index("finish A1") == 1)
+    #expect(index("B1") > index("finish A1"))  // queued behind A1 at dispatch time
+    #expect(index("A2") > index("finish A1") && index("B2") > index("B1"))
   }
 
   // MARK: 3. Guards
@@ -247,7 +287,7 @@ struct CommandDispatchTests {
   }
 
   @Test("racing dispatches on two threads never run a once mapping twice")
-  func onceUnderRacingThreads() {
+  func onceUnderRacingThreads() async {
     let map = CommandMap()
     for _ in 0..<300 {
       let runs = Locked(0)
@@ -257,7 +297,7 @@ struct CommandDispatchTests {
         let job = map.dispatch(FlagAndStringEvent())
         jobs.mutate { $0.append(job) }
       }
-      for job in jobs.value { #expect(job.finishes()) }
+      for job in jobs.value { #expect(await job.finishedSoon()) }
       #expect(runs.value == 1)
       #expect(jobs.value.map(\.ran.count).reduce(0, +) == 1)
     }

@@ -118,6 +118,13 @@ enum GroupKind: String, CaseIterable, Sendable {
     case .concurrent: return ConcurrentGroup(tasks)
     }
   }
+
+  func make(_ tasks: [Operation], taskQueue: OperationQueue) -> any TestableGroup {
+    switch self {
+    case .sequential: return SequentialGroup(tasks, taskQueue: taskQueue)
+    case .concurrent: return ConcurrentGroup(tasks, taskQueue: taskQueue)
+    }
+  }
 }
 
 /// What both groups offer, so one test can drive either.

@@ -110,6 +110,21 @@ struct GroupNestingTests {
     }
   }
 
+  @Test(arguments: GroupKind.allCases)
+  func tasksRunOnTheQueueTheGroupWasGiven(kind: GroupKind) async throws {
+    let queue = OperationQueue()
+    queue.name = "given"
+    let seen = Locked<[String]>([])
+    let record = { @Sendable (name: String) in
+      BlockTask { seen.mutate { $0.append("\(name) on \(OperationQueue.current?.name ?? "none")") } }
+    }
+    let group = kind.make([record("a"), record("b")], taskQueue: queue)
+    #expect(group.taskQueue === queue)
+    group.add(record("c"))
+    try await group.run()
+    #expect(Set(seen.value) == ["a on given", "b on given", "c on given"])
+  }
+
   /// A group that is a dependency of another operation holds it until the whole tree is done.
   @Test func aGroupAsADependencyHoldsItsDependentUntilTheWholeTreeIsDone() async throws {
     let log = EventLog()

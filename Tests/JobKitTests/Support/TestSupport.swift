@@ -55,12 +55,18 @@ struct TestError: Error, Equatable {
 
 extension Operation {
   /// Waits (with a timeout) for the operation to finish; returns `false` on timeout.
+  ///
+  /// `waitUntilFinished()` runs on a thread of its own (not a pool thread, which a blocked wait
+  /// would take from the tasks under test). It does not use a dependency: on corelibs Foundation,
+  /// `addDependency` racing with the dependency's finish can leave the dependent ready but never
+  /// scheduled (see the DocC article RoutingAndThreads).
   func finishes(within seconds: Double = 30) -> Bool {
     let latch = Latch()
-    let poller = BlockOperation {}
-    poller.addDependency(self)
-    poller.completionBlock = { latch.open() }
-    OperationQueue().addOperation(poller)
+    let waiter = Thread { [self] in
+      waitUntilFinished()
+      latch.open()
+    }
+    waiter.start()
     return latch.wait(timeout: seconds)
   }
 }
