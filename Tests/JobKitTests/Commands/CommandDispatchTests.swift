@@ -113,9 +113,11 @@ struct CommandDispatchTests {
     map.map(FlagAndStringEvent.self, priority: 1) { _ in
       ClosureCommand { seen.mutate { $0.append("command: \(OperationQueue.current?.name ?? "none")") } }
     }
-    map.map(FlagAndStringEvent.self, block: { _ in
-      seen.mutate { $0.append("block: \(OperationQueue.current?.name ?? "none")") }
-    })
+    map.map(
+      FlagAndStringEvent.self,
+      block: { _ in
+        seen.mutate { $0.append("block: \(OperationQueue.current?.name ?? "none")") }
+      })
     let last = ManualTask("last")
     map.map(FlagAndStringEvent.self, priority: -1) { _ in last }
     let job = map.dispatch(FlagAndStringEvent())
@@ -136,7 +138,11 @@ struct CommandDispatchTests {
     let overlapped = Locked(false)
     @Sendable func step(_ name: String) -> ClosureCommand {
       ClosureCommand {
-        if running.mutate({ $0 += 1; return $0 }) > 1 { overlapped.mutate { $0 = true } }
+        let now = running.mutate {
+          $0 += 1
+          return $0
+        }
+        if now > 1 { overlapped.mutate { $0 = true } }
         log.record(name)
         running.mutate { $0 -= 1 }
       }
