@@ -11,10 +11,7 @@ extension JobController {
     replacing previous: TrackedTask? = nil,
     makeNode: (TaskGroupEntry) -> TrackedTask
   ) -> TrackedTask? {
-    let thread = currentThreadID()
-    let outcome = jobState.withLock {
-      $0.track(task, queue: queue, replacing: previous, on: thread, makeNode: makeNode)
-    }
+    let outcome = jobState.withLock { $0.track(task, queue: queue, replacing: previous, makeNode: makeNode) }
     var tracked: TrackedTask?
     switch outcome {
     case .jobFinished:
@@ -24,7 +21,7 @@ extension JobController {
       )
     case .alreadyTracked:
       reportMisuse(.taskAlreadyTracked, "\(type(of: task)) is already tracked by this job; ignored")
-    case .tracked(let node, let cancel, let queueNow, let waitsForSlot, let observeStart, let routeNow):
+    case .tracked(let node, let cancel, let queueNow, let waitsForSlot, let observeStart):
       if cancel {
         task.cancel()
       }
@@ -36,20 +33,19 @@ extension JobController {
         enqueue(task, on: queue)
       }
       tracked = node
-      if !routeNow.isEmpty {
-        routeFinishedInMain(routeNow)
-      }
     }
+    routeFinishedInMain()
     return tracked
   }
 
-  /// The caller is `main()`: routes (per-task callbacks only) `batch`, the tasks that finished so
-  /// far, and any that finish meanwhile, so a `main()` that tracks many tasks does not hold every
-  /// finished one until it returns.
-  private func routeFinishedInMain(_ batch: [TrackedTask]) {
-    var batch = batch
+  /// If the caller is `main()`, routes (per-task callbacks only) the tasks that finished so far,
+  /// so a `main()` that tracks many tasks does not hold every finished one until it returns.
+  private func routeFinishedInMain() {
+    var batch = jobState.withLock { $0.beginRoutingInMain(on: currentThreadID()) }
     while !batch.isEmpty {
-      routeBatch(batch)
+      for node in batch {
+        routeOne(node)
+      }
       batch = jobState.withLock { $0.nextBatchInMain() }
     }
   }
@@ -167,7 +163,9 @@ extension JobController {
     while true {
       switch jobState.withLock({ $0.nextStep() }) {
       case .route(let batch):
-        routeBatch(batch)
+        for node in batch {
+          routeOne(node)
+        }
       case .group(let outcome):
         deliver(outcome)
       case .allTasksFinished:
@@ -198,39 +196,30 @@ extension JobController {
     jobState.withLock { $0.taskStarted(node) }
   }
 
-  /// Routes `batch` in order: each task's per-task callback (unless the job stops), then its
-  /// group callback if it was its group's last unfinished task. In the common case one lock per
-  /// task: the bookkeeping after a task's callback shares a lock with the decision for the next.
-  private func routeBatch(_ batch: [TrackedTask]) {
-    var previous: TrackedTask?
-    for node in batch {
-      // The node was signalled, so nobody but this router touches `node.task` any more.
-      guard let task = node.task else { continue }
-      let error = (task as? ConcurrentOperation)?.error
-      // Only a failure needs to know; `isCancelled` may be a subclass's override (user code).
-      let isCancelled = (error != nil || node.extras != nil) && task.isCancelled
-      var (outcome, decision) = jobState.withLock {
-        $0.routeNext(node, error: error, isCancelled: isCancelled, after: previous)
+  private func routeOne(_ node: TrackedTask) {
+    // The node was signalled, so nobody but this router touches `node.task` any more.
+    guard let task = node.task else { return }
+    let failure = failure(of: task, node: node)
+    switch jobState.withLock({ $0.beginRouting(node, failure: failure, isCancelled: task.isCancelled) }) {
+    case .deliver:
+      if !node.deliverCompletion(task) {
+        taskFinished(task)
       }
-      if decision == nil {
-        deliver(outcome)
-        decision = jobState.withLock { $0.beginRouting(node, error: error, isCancelled: isCancelled) }
-      }
-      switch decision {
-      case .deliver?:
-        if !node.deliverCompletion(task) {
-          taskFinished(task)
-        }
-      case .failFast(let actions)?:
-        perform(actions)
-      case .skip?, nil:
-        break
-      }
-      previous = node
+    case .skip:
+      break
+    case .failFast(let actions):
+      perform(actions)
     }
-    if let previous {
-      deliver(jobState.withLock { $0.routed(previous) })
+    deliver(jobState.withLock { $0.routed(node) })
+  }
+
+  /// The failure a finished task stands for, if any: a timeout, or a `ConcurrentOperation` error.
+  private func failure(of task: Operation, node: TrackedTask) -> TaskFailure? {
+    if let extras = node.extras, jobState.withLock({ _ in extras.timedOut }) {
+      return TaskFailure(task: task, error: JobKitError(.timedOut, message: "\(type(of: task)) timed out"))
     }
+    guard let operation = task as? ConcurrentOperation, let error = operation.error else { return nil }
+    return TaskFailure(task: task, error: error)
   }
 
   private func deliver(_ outcome: JobState.GroupOutcome) {

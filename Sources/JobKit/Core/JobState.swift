@@ -95,11 +95,7 @@ struct JobState {
     /// caller hands it to `enterWaiting` (not before: an admitted task may start at once, and its
     /// finish must not be missed). `observeStart`: events are listened to, so register for the
     /// task's start.
-    /// `routeNow`: finished tasks the caller (`main()`'s thread) routes before returning (see
-    /// `beginRoutingInMain`).
-    case tracked(
-      node: TrackedTask, cancel: Bool, queueNow: Bool, waitsForSlot: Bool, observeStart: Bool,
-      routeNow: [TrackedTask])
+    case tracked(node: TrackedTask, cancel: Bool, queueNow: Bool, waitsForSlot: Bool, observeStart: Bool)
     case alreadyTracked
     case jobFinished
   }
@@ -120,14 +116,11 @@ struct JobState {
 
   /// Starts tracking `task` with the node `makeNode` builds (it only allocates; no user code).
   /// `queue` is where the job will queue it (`nil` if the caller queues it). `replacing` is a
-  /// retried task's previous attempt, forgotten silently once the new one is tracked. `thread`
-  /// is the calling thread: if it runs `main()`, the outcome carries the finished tasks to route
-  /// now, so tracking and that check share one lock.
+  /// retried task's previous attempt, forgotten silently once the new one is tracked.
   mutating func track(
     _ task: Operation,
     queue: OperationQueue?,
     replacing previous: TrackedTask? = nil,
-    on thread: UInt,
     makeNode: (TaskGroupEntry) -> TrackedTask
   ) -> TrackOutcome {
     guard lifecycle != .finished else { return .jobFinished }
@@ -169,8 +162,7 @@ struct JobState {
       }
     }
     return .tracked(
-      node: node, cancel: stop != nil, queueNow: queueNow, waitsForSlot: waitsForSlot, observeStart: observeStart,
-      routeNow: beginRoutingInMain(on: thread))
+      node: node, cancel: stop != nil, queueNow: queueNow, waitsForSlot: waitsForSlot, observeStart: observeStart)
   }
 
   /// `node`, tracked with `waitsForSlot`, is observed now: it takes a free slot of its group
@@ -322,18 +314,9 @@ struct JobState {
     case failFast(StopActions)
   }
 
-  /// The router is about to route `node`: record its failure (a timeout, or `error`, the
-  /// `ConcurrentOperation` error of its task) and decide whether its per-task callback runs.
-  /// `isCancelled` tells whether the task was cancelled.
-  mutating func beginRouting(_ node: TrackedTask, error: (any Error)?, isCancelled: Bool) -> RoutingDecision {
-    var failure: TaskFailure?
-    if let task = node.task {
-      if let extras = node.extras, extras.timedOut {
-        failure = TaskFailure(task: task, error: JobKitError(.timedOut, message: "\(type(of: task)) timed out"))
-      } else if let error {
-        failure = TaskFailure(task: task, error: error)
-      }
-    }
+  /// The router is about to route `node`: record its failure (if any) and decide whether its
+  /// per-task callback runs. `isCancelled` tells whether the task was cancelled.
+  mutating func beginRouting(_ node: TrackedTask, failure: TaskFailure?, isCancelled: Bool) -> RoutingDecision {
     if let extras = node.extras, let trackedAt = extras.trackedAt, let task = node.task {
       let end = extras.finishedAt ?? .now
       listeners.yield(
@@ -348,23 +331,6 @@ struct JobState {
       }
     }
     return stop == nil ? .deliver : .skip
-  }
-
-  /// The router's step between two tasks of a batch, under one lock: `routed(previous)` (if
-  /// any), then, unless that made a group callback due, `beginRouting(node…)`. A `nil` decision
-  /// means the caller delivers the group callback first and then calls `beginRouting` itself, so
-  /// a stop requested by that callback is seen.
-  mutating func routeNext(
-    _ node: TrackedTask, error: (any Error)?, isCancelled: Bool, after previous: TrackedTask?
-  ) -> (GroupOutcome, RoutingDecision?) {
-    if let previous {
-      let outcome = routed(previous)
-      if case .none = outcome {
-      } else {
-        return (outcome, nil)
-      }
-    }
-    return (.none, beginRouting(node, error: error, isCancelled: isCancelled))
   }
 
   enum GroupOutcome {
