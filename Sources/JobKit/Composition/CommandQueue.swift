@@ -108,11 +108,11 @@ public final class CommandQueue: Sendable, OperationFinishObserver {
   // MARK: - Bursts
 
   /// The burst `add` must use, and whether it is new (then `add` starts it after adding).
-  private func claimBurst() -> (any GroupJob, isNew: Bool) {
+  private func claimBurst() -> (GroupJob, isNew: Bool) {
     if case .join(let group) = state.withLock({ $0.claim() }) {
       return (group, false)
     }
-    let fresh: any GroupJob = mode == .sequential ? SequentialGroup() : ConcurrentGroup()
+    let fresh: GroupJob = mode == .sequential ? SequentialGroup() : ConcurrentGroup()
     fresh.adoptContext(context)
     switch state.withLock({ $0.install(fresh) }) {
     case .join(let existing):
@@ -133,7 +133,7 @@ public final class CommandQueue: Sendable, OperationFinishObserver {
 
   /// A burst finished: call the drained handler if it was the last one.
   func operationDidFinish(_ operation: ConcurrentOperation) {
-    guard let group = operation as? any GroupJob else { return }
+    guard let group = operation as? GroupJob else { return }
     let failures = group.failures
     if let (handler, drained) = state.withLock({ $0.burstFinished(group, failures: failures) }) {
       handler(drained)

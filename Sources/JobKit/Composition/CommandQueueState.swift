@@ -8,7 +8,7 @@ struct CommandQueueState {
   /// `add` returning; a `cancelAll()` during one waits for it, so the command is cancelled with the
   /// burst instead of slipping past it.
   struct Burst {
-    let group: any GroupJob
+    let group: GroupJob
     var adding = 0
     var cancelRequested = false
   }
@@ -26,7 +26,7 @@ struct CommandQueueState {
 
   enum Claim {
     /// Add the command to this running burst.
-    case join(any GroupJob)
+    case join(GroupJob)
     /// No burst takes commands: make one and call `install`.
     case needsBurst
   }
@@ -40,12 +40,12 @@ struct CommandQueueState {
 
   enum Install {
     /// Another `add` installed a burst first: join that one (the fresh group is dropped unstarted).
-    case join(any GroupJob)
+    case join(GroupJob)
     /// `group` is now the open burst: hold it as given, add the command, then start it.
     case installed(held: Bool, generation: UInt64)
   }
 
-  mutating func install(_ group: any GroupJob) -> Install {
+  mutating func install(_ group: GroupJob) -> Install {
     if case .join(let existing) = claim() {
       return .join(existing)
     }
@@ -57,7 +57,7 @@ struct CommandQueueState {
 
   /// The group's `add` returned; `accepted` is `false` if the burst had already finished taking
   /// commands. Returns the burst to cancel now, if a `cancelAll()` waited for this add.
-  mutating func addReturned(to group: any GroupJob, accepted: Bool) -> (any GroupJob)? {
+  mutating func addReturned(to group: GroupJob, accepted: Bool) -> (GroupJob)? {
     let id = ObjectIdentifier(group)
     guard var burst = bursts[id] else { return nil }
     if !accepted, open == id {
@@ -73,7 +73,7 @@ struct CommandQueueState {
   }
 
   /// Pauses or resumes. Returns the generation and the bursts to apply it to.
-  mutating func setPaused(_ paused: Bool) -> (generation: UInt64, groups: [any GroupJob]) {
+  mutating func setPaused(_ paused: Bool) -> (generation: UInt64, groups: [GroupJob]) {
     isPaused = paused
     holdGeneration += 1
     return (holdGeneration, bursts.values.map(\.group))
@@ -81,9 +81,9 @@ struct CommandQueueState {
 
   /// `cancelAll()`. Returns the bursts to cancel now; those with an `add` in flight are cancelled
   /// when it returns. New commands go to a new burst.
-  mutating func cancelAll() -> [any GroupJob] {
+  mutating func cancelAll() -> [GroupJob] {
     open = nil
-    var now: [any GroupJob] = []
+    var now: [GroupJob] = []
     for (id, burst) in bursts {
       if burst.adding > 0 {
         bursts[id]?.cancelRequested = true
@@ -97,7 +97,7 @@ struct CommandQueueState {
   /// A burst finished with `failures`. Returns the drained handler and the failures to pass it
   /// when no burst is left.
   mutating func burstFinished(
-    _ group: any GroupJob,
+    _ group: GroupJob,
     failures burstFailures: [TaskFailure]
   ) -> (handler: @Sendable ([TaskFailure]) -> Void, failures: [TaskFailure])? {
     let id = ObjectIdentifier(group)

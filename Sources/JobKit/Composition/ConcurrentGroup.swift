@@ -29,63 +29,21 @@ import Foundation
 /// cancelled (``ConcurrentOperation/error`` is `nil`).
 ///
 /// ### Context and threads
-/// As for ``SequentialGroup``: each task that adopts ``ContextConsuming`` gets ``context`` right
+/// As for ``SequentialGroup``: each task that adopts ``ContextConsuming`` gets ``GroupJob/context`` right
 /// before it is queued, nested groups share it, and the group's bookkeeping runs serially with
 /// its other job callbacks, on the thread that finished a task.
-open class ConcurrentGroup: JobController, @unchecked Sendable {
-  // @unchecked Sendable: all mutable state lives in lock-protected boxes (`groupState`, the job's).
-  let groupState = LockedBox(GroupState(mode: .concurrent))
+open class ConcurrentGroup: GroupJob, @unchecked Sendable {
+  // @unchecked Sendable: adds no state to GroupJob's lock-protected state.
 
   /// Creates a group that will start `tasks`, and any tasks added later, together, on a
   /// concurrent ``JobController/taskQueue`` the group owns.
   public init(_ tasks: [Operation] = []) {
-    super.init()
-    setUp(adding: tasks)
+    super.init(mode: .concurrent, tasks: tasks, taskQueue: nil)
   }
 
   /// Creates a group that will start `tasks`, and any tasks added later, together, on
   /// `taskQueue` (for example a serial queue, or one shared with other jobs).
   public init(_ tasks: [Operation] = [], taskQueue: OperationQueue) {
-    super.init(taskQueue: taskQueue)
-    setUp(adding: tasks)
-  }
-
-  /// Adds `task` to the group. Safe from any thread, before or while the group runs.
-  ///
-  /// The group keeps the task and queues (and tracks) it when the group starts, or at once if
-  /// the group runs. Adding a task after the group finished changes nothing and is reported as
-  /// ``JobKitError/Code/trackedAfterJobFinished`` (in ``ConcurrentOperation/misuses`` and to
-  /// ``JobKitDiagnostics``); adding one twice is reported as ``JobKitError/Code/taskAlreadyTracked``
-  /// and ignored. Adding to a group that is being cancelled cancels the task and lets it finish
-  /// without running. Do not add a task that is in a queue already: the group queues it itself.
-  public func add(_ task: Operation) {
-    addTask(task, reportingRejection: true)
-  }
-
-  /// The context shared with every task and nested group (see ``JobContext``). A new, empty one by
-  /// default; a parent group replaces it with its own before starting this group (copying over
-  /// the values whose keys the parent's lacks). Safe to read from any thread.
-  public var context: JobContext {
-    get { groupState.withLock { $0.context } }
-    set { groupState.withLock { $0.context = newValue } }
-  }
-
-  /// Queues every task added so far. Called by the job machinery on the job queue's thread.
-  public final override func main() {
-    startGroup()
-  }
-
-  /// Lets the group finish (with ``JobFailures`` if a task failed), unless a task is being added
-  /// from another thread at this very moment; then the group waits for it.
-  public final override func allTasksFinished() {
-    finishGroup()
-  }
-
-  /// The job is being cancelled: the tasks not started yet are cancelled too.
-  override func cancellationRequested() {
-    super.cancellationRequested()
-    stopGroup()
+    super.init(mode: .concurrent, tasks: tasks, taskQueue: taskQueue)
   }
 }
-
-extension ConcurrentGroup: GroupJob {}

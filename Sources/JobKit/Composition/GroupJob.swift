@@ -1,26 +1,85 @@
 import Foundation
 
 /// What ``SequentialGroup`` and ``ConcurrentGroup`` share: a ``JobController`` whose tasks come
-/// from `add` and whose next step ``GroupState`` decides in the job's callbacks.
+/// from ``add(_:)`` and whose next step is decided in the job's callbacks, by a ``GroupState``.
 ///
-/// Added tasks wait in the group until they may start; then they are tracked with the job and
-/// added to its `taskQueue`, with a completion closure that starts what comes next. The groups
-/// set the job's failure policy to `.collect` in `init`, so a group with failed tasks finishes
-/// with ``JobFailures``.
-/// A cancel (seen through the job's internal cancellation hook), a stop on failure, or the job's
-/// finish cancels the tasks still waiting and starts them untracked, so they finish at once
-/// without running their work.
-protocol GroupJob: JobController, ContextSharing, OperationFinishObserver {
-  var groupState: LockedBox<GroupState> { get }
-}
+/// Subclass ``SequentialGroup`` or ``ConcurrentGroup``; this class has no public initializer.
+///
+/// Added tasks wait in the group until they may start (a sequential group starts each after the
+/// one before it finished, a concurrent group starts all of them when it starts). Then they are
+/// tracked with the job and added to its ``JobController/taskQueue``, with a completion closure
+/// that starts what comes next. A group collects failures (its ``JobController/failurePolicy``
+/// is ``FailurePolicy/collect``), so a group with failed tasks finishes with ``JobFailures``.
+/// A cancel, a stop on failure, or the group's finish cancels the tasks still waiting and starts
+/// them untracked, so they finish at once without running their work.
+open class GroupJob: JobController, @unchecked Sendable {
+  // @unchecked Sendable: all mutable state lives in lock-protected boxes (`groupState`, the job's).
+  let groupState: LockedBox<GroupState>
 
-extension GroupJob {
-  /// The groups' common `init` step: failures are collected, `tasks` are added in order.
-  func setUp(adding tasks: [Operation]) {
+  /// Creates a group in `mode` that will run `tasks`, on `taskQueue` or, if `nil`, on a
+  /// concurrent queue the group owns.
+  init(mode: GroupState.Mode, tasks: [Operation], taskQueue: OperationQueue?) {
+    groupState = LockedBox(GroupState(mode: mode))
+    if let taskQueue {
+      super.init(taskQueue: taskQueue)
+    } else {
+      super.init()
+    }
     failurePolicy = .collect
     for task in tasks {
-      addTask(task, reportingRejection: true)
+      add(task)
     }
+  }
+
+  /// Adds `task` to the group. Safe from any thread, before or while the group runs.
+  ///
+  /// The group keeps the task (a running group stays alive until the task ran) and queues and
+  /// tracks it when its turn comes: in a ``SequentialGroup`` after every task added before it
+  /// finished, in a ``ConcurrentGroup`` when the group starts, or at once if it runs. Adding a
+  /// task after the group finished changes nothing and is reported as
+  /// ``JobKitError/Code/trackedAfterJobFinished`` (in ``ConcurrentOperation/misuses`` and to
+  /// ``JobKitDiagnostics``); adding one twice is reported as
+  /// ``JobKitError/Code/taskAlreadyTracked`` and ignored. Adding to a group that is being
+  /// cancelled cancels the task and lets it finish without running. Do not add a task that is in
+  /// a queue already: the group queues it itself.
+  public func add(_ task: Operation) {
+    addTask(task, reportingRejection: true)
+  }
+
+  /// The context shared with every task and nested group (see ``JobContext``). A new, empty one by
+  /// default; a parent group replaces it with its own before starting this group (copying over
+  /// the values whose keys the parent's lacks). Safe to read from any thread.
+  public var context: JobContext {
+    get { groupState.withLock { $0.context } }
+    set { groupState.withLock { $0.context = newValue } }
+  }
+
+  /// Starts the first task (sequential) or every task added so far (concurrent). Called by the
+  /// job machinery on the job queue's thread.
+  public final override func main() {
+    _ = addFinishObserver(self)
+    launch(groupState.withLock { $0.start() })
+  }
+
+  /// Lets the group finish (with ``JobFailures`` if a task failed), unless a task is being added
+  /// from another thread at this very moment or held tasks wait; then a gate keeps the job alive.
+  public final override func allTasksFinished() {
+    switch groupState.withLock({ $0.allTasksFinished() }) {
+    case .finish:
+      break
+    case .armGate:
+      let gate = BlockOperation {}
+      track(gate) { _ in }
+      if groupState.withLock({ $0.gateTracked(gate) }) {
+        gate.start()
+      }
+    }
+  }
+
+  /// The job is being cancelled: the tasks not started yet are cancelled too.
+  override func cancellationRequested() {
+    super.cancellationRequested()
+    stopGroup()
   }
 
   /// Adds `task`. Returns `false`, changing nothing, when the group is done; that is reported as
@@ -78,12 +137,6 @@ extension GroupJob {
     }
   }
 
-  /// `main()`: starts the first task (sequential) or every task added so far (concurrent).
-  func startGroup() {
-    _ = addFinishObserver(self)
-    launch(groupState.withLock { $0.start() })
-  }
-
   /// The per-task completion of every started task, delivered by the job's router.
   func groupTaskFinished(_ task: Operation) {
     let error = (task as? ConcurrentOperation)?.error
@@ -101,26 +154,12 @@ extension GroupJob {
     launch(groupState.withLock { $0.stop() })
   }
 
-  /// `allTasksFinished()`: closes the group, or tracks a gate that keeps the job alive while a
-  /// start is in flight or held tasks wait.
-  func finishGroup() {
-    switch groupState.withLock({ $0.allTasksFinished() }) {
-    case .finish:
-      break
-    case .armGate:
-      let gate = BlockOperation {}
-      track(gate) { _ in }
-      if groupState.withLock({ $0.gateTracked(gate) }) {
-        gate.start()
-      }
-    }
-  }
-
   /// Pauses or resumes starting tasks (see ``GroupState/Hold``).
   func setHeld(_ isHeld: Bool, generation: UInt64) {
     launch(groupState.withLock { $0.setHold(isHeld, generation: generation) })
   }
 
+  /// Makes `context` this group's context (see ``ContextSharing``).
   func adoptContext(_ context: JobContext) {
     context.addMissingValues(from: groupState.withLock { $0.context })
     groupState.withLock { $0.context = context }
@@ -131,3 +170,5 @@ extension GroupJob {
     launch(groupState.withLock { $0.jobFinished() })
   }
 }
+
+extension GroupJob: ContextSharing, OperationFinishObserver {}

@@ -42,46 +42,30 @@ import Foundation
 /// once, cancelled (``ConcurrentOperation/error`` is `nil`).
 ///
 /// ### Context
-/// Before starting a task, the group hands it ``context`` if it adopts ``ContextConsuming`` (as
+/// Before starting a task, the group hands it ``GroupJob/context`` if it adopts ``ContextConsuming`` (as
 /// ``BlockTask`` does); a nested group adopts this group's context as its own, so the same
 /// instance is shared all the way down.
 ///
 /// ### Threads
 /// The group starts each task from the thread that finished the previous one (or from `main()` on
-/// its job queue thread, or from the thread calling ``add(_:)`` when the group was idle); the tasks
+/// its job queue thread, or from the thread calling ``GroupJob/add(_:)`` when the group was idle); the tasks
 /// themselves run on ``JobController/taskQueue``'s threads. The group's bookkeeping runs serially
 /// with its other job callbacks. Subclasses may override ``JobController/taskFinished(_:)`` and
 /// ``JobController/taskGroupFinished(_:)`` for tasks they ``JobController/track(_:)`` themselves;
 /// the added tasks are routed through the group's own completion closures.
-open class SequentialGroup: JobController, @unchecked Sendable {
-  // @unchecked Sendable: all mutable state lives in lock-protected boxes (`groupState`, the job's).
-  let groupState = LockedBox(GroupState(mode: .sequential))
+open class SequentialGroup: GroupJob, @unchecked Sendable {
+  // @unchecked Sendable: adds no state to GroupJob's lock-protected state.
 
   /// Creates a group that will run `tasks` in order, then any tasks added later, on a
   /// concurrent ``JobController/taskQueue`` the group owns.
   public init(_ tasks: [Operation] = []) {
-    super.init()
-    setUp(adding: tasks)
+    super.init(mode: .sequential, tasks: tasks, taskQueue: nil)
   }
 
   /// Creates a group that will run `tasks` in order, then any tasks added later, on
   /// `taskQueue` (for example a serial queue, or one shared with other jobs).
   public init(_ tasks: [Operation] = [], taskQueue: OperationQueue) {
-    super.init(taskQueue: taskQueue)
-    setUp(adding: tasks)
-  }
-
-  /// Appends `task` to the group. Safe from any thread, before or while the group runs.
-  ///
-  /// The group keeps the task (a running group stays alive until it ran) and starts it after the
-  /// tasks added before it finished; it is tracked by the job when it starts. Adding a task after the group finished changes nothing and is
-  /// reported as ``JobKitError/Code/trackedAfterJobFinished`` (in ``ConcurrentOperation/misuses``
-  /// and to ``JobKitDiagnostics``); adding one twice is reported as
-  /// ``JobKitError/Code/taskAlreadyTracked`` and ignored. Adding to a group that is being cancelled
-  /// cancels the task and lets it finish without running. Do not add a task that is in a queue
-  /// already: the group queues it itself.
-  public func add(_ task: Operation) {
-    addTask(task, reportingRejection: true)
+    super.init(mode: .sequential, tasks: tasks, taskQueue: taskQueue)
   }
 
   /// Whether the first failed task ends the group, which then finishes with that task's error
@@ -91,31 +75,4 @@ open class SequentialGroup: JobController, @unchecked Sendable {
     get { groupState.withLock { $0.stopsOnFailure } }
     set { groupState.withLock { $0.stopsOnFailure = newValue } }
   }
-
-  /// The context shared with every task and nested group (see ``JobContext``). A new, empty one by
-  /// default; a parent group replaces it with its own before starting this group (copying over
-  /// the values whose keys the parent's lacks). Safe to read from any thread.
-  public var context: JobContext {
-    get { groupState.withLock { $0.context } }
-    set { groupState.withLock { $0.context = newValue } }
-  }
-
-  /// Starts the first task. Called by the job machinery on the job queue's thread.
-  public final override func main() {
-    startGroup()
-  }
-
-  /// Lets the group finish (with ``JobFailures`` if a task failed), unless a task is being added
-  /// from another thread at this very moment; then the group waits for it.
-  public final override func allTasksFinished() {
-    finishGroup()
-  }
-
-  /// The job is being cancelled: the tasks not started yet are cancelled too.
-  override func cancellationRequested() {
-    super.cancellationRequested()
-    stopGroup()
-  }
 }
-
-extension SequentialGroup: GroupJob {}

@@ -112,29 +112,20 @@ enum GroupKind: String, CaseIterable, Sendable {
   case sequential
   case concurrent
 
-  func make(_ tasks: [Operation] = []) -> any TestableGroup {
+  func make(_ tasks: [Operation] = []) -> GroupJob {
     switch self {
     case .sequential: return SequentialGroup(tasks)
     case .concurrent: return ConcurrentGroup(tasks)
     }
   }
 
-  func make(_ tasks: [Operation], taskQueue: OperationQueue) -> any TestableGroup {
+  func make(_ tasks: [Operation], taskQueue: OperationQueue) -> GroupJob {
     switch self {
     case .sequential: return SequentialGroup(tasks, taskQueue: taskQueue)
     case .concurrent: return ConcurrentGroup(tasks, taskQueue: taskQueue)
     }
   }
 }
-
-/// What both groups offer, so one test can drive either.
-protocol TestableGroup: JobController {
-  func add(_ task: Operation)
-  var context: JobContext { get set }
-}
-
-extension SequentialGroup: TestableGroup {}
-extension ConcurrentGroup: TestableGroup {}
 
 extension Latch {
   /// Waits for the latch on a thread of its own, so no Swift concurrency thread is blocked (an

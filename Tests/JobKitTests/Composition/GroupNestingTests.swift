@@ -79,7 +79,7 @@ struct GroupNestingTests {
   func fiveLevelsDeep(outermost: GroupKind) async throws {
     let log = EventLog()
     var leaves: [Step] = []
-    func level(_ depth: Int, kind: GroupKind) -> any TestableGroup {
+    func level(_ depth: Int, kind: GroupKind) -> GroupJob {
       let first = Step("\(depth).first", log: log, finish: .later)
       let last = Step("\(depth).last", log: log)
       leaves += [first, last]
