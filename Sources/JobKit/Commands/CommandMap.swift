@@ -113,7 +113,7 @@ public final class CommandMap: Sendable {
 
   /// Maps `event` to a block: like ``map(_:priority:once:guards:to:)``, but each dispatch whose
   /// guards approve runs `block` with the event as one step of its job (a ``BlockTask``, on a
-  /// worker thread of the dispatch's group).
+  /// thread of the map's ``queue``).
   ///
   /// With a trailing closure, Swift tells the two `map` methods apart by the closure's result: a
   /// single expression returning an `Operation` maps a command, one returning nothing maps a

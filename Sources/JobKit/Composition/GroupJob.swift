@@ -63,6 +63,8 @@ open class GroupJob: JobController, @unchecked Sendable {
 
   /// Lets the group finish (with ``JobFailures`` if a task failed), unless a task is being added
   /// from another thread at this very moment or held tasks wait; then a gate keeps the job alive.
+  /// Called by the job's router once every started task was routed, serially with the group's
+  /// other callbacks, on the thread that routed the last task.
   public final override func allTasksFinished() {
     switch groupState.withLock({ $0.allTasksFinished() }) {
     case .finish:

@@ -169,8 +169,9 @@ struct JobState {
   /// (returns `true`: the caller queues it) or waits in line for one (`false`). A stopping job
   /// lets it go at once (`true`): it was cancelled and finishes without running.
   mutating func enterWaiting(_ node: TrackedTask) -> Bool {
+    guard !node.isSignalled else { return false }
     let group = node.group
-    guard stop == nil, let limit = group.limit, !node.isSignalled else { return !node.isSignalled }
+    guard stop == nil, let limit = group.limit else { return true }
     if group.running < limit, group.waitingCount == 0 {
       group.running += 1
       node.extras?.holdsSlot = true
