@@ -10,7 +10,8 @@ import Foundation
 final class LockedBox<Value>: @unchecked Sendable {
   // @unchecked Sendable: `value` is only touched inside `withLock`, which holds `lock`.
   private let lock = NSLock()
-  private var value: Value
+  // Only touched under `lock`, so the runtime's exclusivity check on each access is redundant.
+  @exclusivity(unchecked) private var value: Value
 
   init(_ value: Value) {
     self.value = value
