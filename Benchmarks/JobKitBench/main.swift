@@ -1,12 +1,12 @@
 // jobkit-bench: the cost of a JobController against raw OperationQueue, measured in one run.
 //
-//   swift run -c release jobkit-bench            # N = 10k, 100k, 1M; 5/5/3 repetitions
+//   swift run -c release jobkit-bench            # N = 10k, 100k, 1M; 7/7/5 repetitions
 //   swift run -c release jobkit-bench --quick    # N = 10k, 100k; 3 repetitions
 //
 // Every measurement runs in a fresh child process (this same executable, `--child VARIANT N`),
 // so each peak-memory figure belongs to one variant alone and no run warms up another's heap.
-// Variants of one N are interleaved (a, b, a, b, ...) so machine noise hits both alike; the
-// medians and their ratio are printed.
+// Variants of one N are interleaved (a, b, a, b, ...) so machine noise hits both alike; printed
+// are the medians and their ratio, and the median of the per-round (paired) ratios.
 import Foundation
 import JobKit
 
@@ -263,14 +263,14 @@ if arguments.count == 4, arguments[1] == "--child" {
 
 let quick = arguments.contains("--quick")
 let plan: [(n: Int, repetitions: Int)] =
-  quick ? [(10_000, 3), (100_000, 3)] : [(10_000, 5), (100_000, 5), (1_000_000, 3)]
+  quick ? [(10_000, 3), (100_000, 3)] : [(10_000, 7), (100_000, 7), (1_000_000, 5)]
 
 print("jobkit-bench: \(ProcessInfo.processInfo.activeProcessorCount) cores, medians of interleaved child runs")
 for variant in variants {
   print("  \(variant.name): \(variant.summary)")
 }
 print("")
-print("N          variant  us/task   peak MB   ratio (time, memory) vs its baseline")
+print("N          variant  us/task   peak MB   ratio of medians (median of paired ratios), memory vs its baseline")
 var perTaskAtSmallest: [String: Double] = [:]
 for (n, repetitions) in plan {
   var samples: [String: [Sample]] = [:]
@@ -286,9 +286,13 @@ for (n, repetitions) in plan {
     let basePeak = median(samples[variant.baseline]!.map { Double($0.peakBytes) })
     let perTask = time / Double(n) * 1e6
     if perTaskAtSmallest[variant.name] == nil { perTaskAtSmallest[variant.name] = perTask }
+    // The paired ratio is the median of the per-round ratios: each round runs a variant right
+    // after its baseline, so a slow spell of the shared machine hits both sides of one ratio.
+    let paired = median(zip(samples[variant.name]!, samples[variant.baseline]!).map { $0.seconds / $1.seconds })
     let ratio =
       variant.baseline == variant.name
-      ? "" : "\(format(time / baseTime))x, \(format(peak / basePeak))x vs \(variant.baseline)"
+      ? ""
+      : "\(format(time / baseTime))x (paired \(format(paired))x), \(format(peak / basePeak))x vs \(variant.baseline)"
     let label = String(n).padding(toLength: 10, withPad: " ", startingAt: 0)
     let name = variant.name.padding(toLength: 8, withPad: " ", startingAt: 0)
     let perTaskText = format(perTask).padding(toLength: 9, withPad: " ", startingAt: 0)
