@@ -1,7 +1,8 @@
 import Foundation
 
 /// What ``SequentialGroup`` and ``ConcurrentGroup`` share: a ``JobController`` whose tasks come
-/// from ``add(_:)`` and whose next step is decided in the job's callbacks, by a ``GroupState``.
+/// from ``add(_:)`` and whose next step (start the next task, or all of them) is decided in the
+/// job's callbacks.
 ///
 /// Subclass ``SequentialGroup`` or ``ConcurrentGroup``; this class has no public initializer.
 ///

@@ -3,7 +3,7 @@ import Foundation
 /// A thread-safe store of typed values shared by a group and everything inside it: the JobKit
 /// version of MGCommand's `userInfo` and of Gummi Commander's injection.
 ///
-/// A ``SequentialGroup`` or ``ConcurrentGroup`` hands its ``SequentialGroup/context`` to each task
+/// A ``SequentialGroup`` or ``ConcurrentGroup`` hands its ``GroupJob/context`` to each task
 /// that adopts ``ContextConsuming`` and to each nested group, right before it starts that task, so
 /// one instance is shared all the way down. Values are stored under ``ContextKey``s, whose `Value`
 /// type the compiler checks:
