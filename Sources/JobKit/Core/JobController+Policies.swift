@@ -31,12 +31,7 @@ extension JobController {
         .invalidLimit, "setMaxConcurrentTasks(\(limit), forGroup: \(group)) needs a limit of 1 or more; ignored")
       return
     }
-    let admitted = jobState.withLock { $0.setLimit(limit, for: group) }
-    for node in admitted {
-      if let task = node.task, let queue = node.extras?.pendingQueue, !task.isExecuting, !task.isFinished {
-        queue.addOperation(task)
-      }
-    }
+    queueAdmitted(jobState.withLock { $0.setLimit(limit, for: group) })
   }
 
   /// Tracks `task`, adds it to ``taskQueue`` and cancels it if it still runs after `timeout`. A

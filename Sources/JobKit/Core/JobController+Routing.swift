@@ -29,7 +29,7 @@ extension JobController {
         _ = operation.setStartObserver(node)
       }
       observeFinish(of: task, node: node, queue: queueNow ? queue : nil)
-      if waitsForSlot, let queue, jobState.withLock({ $0.enterWaiting(node) }) {
+      if waitsForSlot, let queue, jobState.withLock({ $0.admitOrWait(node) }) {
         enqueue(task, on: queue)
       }
       tracked = node
@@ -76,6 +76,15 @@ extension JobController {
     taskDidFinish(node)
   }
 
+  /// Queues tasks that were waiting for a slot of their group's limit and just got one.
+  func queueAdmitted(_ nodes: [TrackedTask]) {
+    for node in nodes {
+      if let task = node.task, let queue = node.extras?.pendingQueue {
+        enqueue(task, on: queue)
+      }
+    }
+  }
+
   /// Adds `task` to `queue` unless it is already executing (a second `addOperation` would be a
   /// fatal error in Foundation). Returns whether it was added.
   @discardableResult
@@ -96,11 +105,7 @@ extension JobController {
     }
     let actions = jobState.withLock { $0.taskFinished(node) }
     actions.timeout?.cancel()
-    for admitted in actions.admitted {
-      if let task = admitted.task, let queue = admitted.extras?.pendingQueue {
-        enqueue(task, on: queue)
-      }
-    }
+    queueAdmitted(actions.admitted)
     if actions.route {
       route()
     }

@@ -91,10 +91,10 @@ struct JobState {
 
   enum TrackOutcome {
     /// Tracked. `cancel`: the job is stopping, so cancel the task. `queueNow`: add it to the
-    /// queue now. `waitsForSlot`: its group's limit is reached; once its finish is observed, the
-    /// caller hands it to `enterWaiting` (not before: an admitted task may start at once, and its
-    /// finish must not be missed). `observeStart`: events are listened to, so register for the
-    /// task's start.
+    /// queue now. `waitsForSlot`: its group has a limit; once its finish is observed, the caller
+    /// hands it to `admitOrWait` (not before: an admitted task may start at once, and its finish
+    /// must not be missed). `observeStart`: events are listened to, so register for the task's
+    /// start.
     case tracked(node: TrackedTask, cancel: Bool, queueNow: Bool, waitsForSlot: Bool, observeStart: Bool)
     case alreadyTracked
     case jobFinished
@@ -149,32 +149,26 @@ struct JobState {
     }
     var queueNow = queue != nil
     var waitsForSlot = false
-    if let queue, let limit = group.limit, stop == nil {
+    if let queue, group.limit != nil, stop == nil {
       let extras = node.extras ?? TaskExtras()
       node.extras = extras
-      if group.running < limit {
-        group.running += 1
-        extras.holdsSlot = true
-      } else {
-        extras.pendingQueue = queue
-        queueNow = false
-        waitsForSlot = true
-      }
+      extras.pendingQueue = queue
+      queueNow = false
+      waitsForSlot = true
     }
     return .tracked(
       node: node, cancel: stop != nil, queueNow: queueNow, waitsForSlot: waitsForSlot, observeStart: observeStart)
   }
 
-  /// `node`, tracked with `waitsForSlot`, is observed now: it takes a free slot of its group
-  /// (returns `true`: the caller queues it) or waits in line for one (`false`). A stopping job
-  /// lets it go at once (`true`): it was cancelled and finishes without running.
-  mutating func enterWaiting(_ node: TrackedTask) -> Bool {
+  /// `node`, tracked with `waitsForSlot`, is observed now: it takes a free slot of its group if
+  /// nobody waits for one (returns `true`: the caller queues it), else waits in line (`false`).
+  /// A stopping job lets it go at once (`true`): it was cancelled and finishes without running.
+  mutating func admitOrWait(_ node: TrackedTask) -> Bool {
     guard !node.isSignalled else { return false }
     let group = node.group
     guard stop == nil, let limit = group.limit else { return true }
     if group.running < limit, group.waitingCount == 0 {
-      group.running += 1
-      node.extras?.holdsSlot = true
+      group.giveSlot(to: node)
       return true
     }
     group.enqueueWaiting(node)

@@ -137,14 +137,19 @@ final class TaskGroupEntry: @unchecked Sendable {
     waiting.append(node)
   }
 
+  /// Counts `node` as one of the group's running tasks until it finishes.
+  func giveSlot(to node: TrackedTask) {
+    running += 1
+    node.extras?.holdsSlot = true
+  }
+
   /// Gives free slots to waiting tasks, in order. Returns the admitted ones.
   func admitWaiting() -> [TrackedTask] {
     var admitted: [TrackedTask] = []
     while let limit, running < limit, waitingHead < waiting.count {
       let node = waiting[waitingHead]
       waitingHead += 1
-      running += 1
-      node.extras?.holdsSlot = true
+      giveSlot(to: node)
       admitted.append(node)
     }
     compactWaiting()
