@@ -57,7 +57,7 @@ struct CommandQueueState {
 
   /// The group's `add` returned; `accepted` is `false` if the burst had already finished taking
   /// commands. Returns the burst to cancel now, if a `cancelAll()` waited for this add.
-  mutating func addReturned(to group: GroupJob, accepted: Bool) -> (GroupJob)? {
+  mutating func addReturned(to group: GroupJob, accepted: Bool) -> GroupJob? {
     let id = ObjectIdentifier(group)
     guard var burst = bursts[id] else { return nil }
     if !accepted, open == id {
