@@ -35,15 +35,22 @@ public final class ReleaseTracker: @unchecked Sendable {
     lock.withLock { entries.append(entry) }
   }
 
-  /// The labels of watched objects that are still alive, after letting work already queued on
-  /// the global dispatch queues finish (Foundation releases an operation on such a thread right
-  /// after its `completionBlock` ran). Empty means everything was freed.
-  public func survivors() async -> [String] {
-    for _ in 0..<3 {
-      await withCheckedContinuation { continuation in
-        DispatchQueue.global().async(flags: .barrier) { continuation.resume() }
-      }
+  /// The labels of watched objects that are still alive once every one was freed or `timeout`
+  /// passed, whichever comes first. Empty means everything was freed.
+  ///
+  /// Objects are often freed a moment after a job finished (Foundation releases an operation on
+  /// a global dispatch queue thread after its `completionBlock` ran), so this polls every
+  /// millisecond instead of looking once. Pass a short `timeout` when you expect survivors.
+  public func survivors(waitingUpTo timeout: Duration = .seconds(10)) async -> [String] {
+    let deadline = ContinuousClock.now + timeout
+    while true {
+      let alive = aliveLabels()
+      if alive.isEmpty || ContinuousClock.now >= deadline { return alive }
+      try? await Task.sleep(for: .milliseconds(1))
     }
-    return lock.withLock { entries.filter { $0.object != nil }.map(\.label) }
+  }
+
+  private func aliveLabels() -> [String] {
+    lock.withLock { entries.filter { $0.object != nil }.map(\.label) }
   }
 }

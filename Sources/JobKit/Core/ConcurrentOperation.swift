@@ -71,7 +71,8 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
   /// Calls ``operationStart()`` on the calling thread unless the operation was cancelled first.
   /// A second call is reported as ``JobKitError/Code/startedTwice`` and ignored.
   public final override func start() {
-    let action = state.withLock { $0.start(isCancelled: self.isCancelled) }
+    let isCancelled = self.isCancelled
+    let action = state.withLock { $0.start(isCancelled: isCancelled) }
     switch action {
     case .alreadyStarted:
       reportMisuse(.startedTwice, "start() was called on an operation that already started; ignored")

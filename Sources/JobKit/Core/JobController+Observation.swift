@@ -41,30 +41,56 @@ extension JobController: ProgressReporting {
 
   /// The job's progress.
   ///
-  /// `totalUnitCount` grows by one as each task is tracked and `completedUnitCount` counts the
-  /// routed ones, so `fractionCompleted` is honest for a job that decides its next steps as it
-  /// goes. A task that reports a `Progress` of its own (a nested job, or any
-  /// `ProgressReporting` operation) is added as a child with one pending unit, so its own
-  /// fraction counts: a nested job's progress is a child of its parent's. A finished job shows
-  /// every unit completed (an empty one, 1 of 1).
+  /// `totalUnitCount` grows by one as each task is tracked (a retried task counts once) and
+  /// `completedUnitCount` counts the routed ones, so `fractionCompleted` is honest for a job that
+  /// decides its next steps as it goes. A finished job shows every unit completed (an empty one,
+  /// 1 of 1), and it is complete before the job's `isFinished` becomes `true`.
   ///
-  /// Created the first time it is read; a job whose progress is never read pays nothing for it.
-  /// swift-corelibs-foundation's `Progress` is not thread-safe: JobKit serializes its own
-  /// updates, so read ``fractionCompleted`` (which takes the same lock) to poll it from another
-  /// thread on Linux; reading the object itself is safe from the job's callbacks once the tasks
-  /// you look at have finished. On Apple platforms its KVO notifications are posted on the thread
-  /// that updated it, while JobKit holds the job's lock: observers must not call back into the
-  /// job.
+  /// JobKit counts on its own and writes the counts to this object after releasing its lock, one
+  /// thread at a time; it never adds child `Progress` objects (swift-corelibs-foundation's
+  /// fraction arithmetic traps on trees that grow while children complete). A nested job's unit
+  /// here completes when the nested job has been routed; ``fractionCompleted`` also counts the
+  /// part of a nested job that is already done.
+  ///
+  /// Created the first time it is read (or ``fractionCompleted`` is); a job whose progress is
+  /// never read pays nothing for it. swift-corelibs-foundation's `Progress` is not thread-safe:
+  /// to poll from another thread, read ``fractionCompleted``, which never touches this object.
+  /// On Apple platforms, KVO observers of this object run on the thread that publishes, with no
+  /// JobKit lock held.
   public var progress: Progress {
-    if let existing = jobState.withLock({ $0.progress }) { return existing }
-    return jobState.withLock { $0.installProgress(Progress(parent: nil, userInfo: nil)) }
+    if let existing = jobState.withLock({ $0.progress.progress }) { return existing }
+    let (progress, publish) = jobState.withLock { $0.installProgress(Progress(parent: nil, userInfo: nil)) }
+    if publish {
+      publishProgress(to: progress)
+    }
+    return progress
   }
 
-  /// `progress.fractionCompleted`, read under the lock JobKit updates every `Progress` with, so
-  /// it is safe to poll from any thread (for example a progress line on a timer).
+  /// How much of the job is done, from 0 to 1: routed tasks, plus the fraction done of each
+  /// unrouted task that reports progress of its own (a nested job, or any `ProgressReporting`
+  /// operation). 1 once the job finished. Safe to poll from any thread (for example a progress
+  /// line on a timer): it reads JobKit's own counts, never a `Progress` JobKit writes.
+  ///
+  /// It can go down when the job tracks new tasks, as the job discovers more work.
   public var fractionCompleted: Double {
-    let progress = progress
-    return ProgressLock.withLock { progress.fractionCompleted }
+    _ = progress
+    let (completed, total, finished, reporters) = jobState.withLock { $0.progress.fractionInputs() }
+    if finished { return 1 }
+    guard total > 0 else { return 0 }
+    var done = Double(completed)
+    for task in reporters {
+      // With no lock held: a task's `progress` is its own code.
+      let fraction: Double
+      if let job = task as? JobController {
+        fraction = job.fractionCompleted
+      } else if let reporting = task as? any ProgressReporting {
+        fraction = reporting.progress.fractionCompleted
+      } else {
+        fraction = 0
+      }
+      done += min(1, max(0, fraction))
+    }
+    return min(1, done / Double(total))
   }
 
   /// The text of ``JobController/debugDescription``.
@@ -82,10 +108,10 @@ extension JobController: ProgressReporting {
       lines.append("  failures (\(summary.failures.count)):")
       lines += summary.failures.prefix(10).map { "    \($0)" }
     }
-    var progressLine = "  progress: \(summary.routed) of \(summary.tracked) tracked task(s) routed"
-    if let fraction = summary.fraction {
-      progressLine += String(format: ", %.0f%% complete", fraction * 100)
-    }
+    let percent = summary.tracked > 0 ? Double(summary.routed) / Double(summary.tracked) * 100 : 0
+    let progressLine =
+      "  progress: \(summary.routed) of \(summary.tracked) tracked task(s) routed"
+      + String(format: ", %.0f%% complete", percent)
     lines.append(progressLine + ">")
     return lines.joined(separator: "\n")
   }

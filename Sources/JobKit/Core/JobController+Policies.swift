@@ -8,6 +8,16 @@ extension JobController {
     set { jobState.withLock { $0.failurePolicy = newValue } }
   }
 
+  /// The clock retry delays and timeouts wait on. Default ``DispatchJobClock`` (real time).
+  ///
+  /// Tests give a job a clock they advance by hand (`ManualClock` from `JobKitTesting`), so a
+  /// retry or timeout test neither waits nor depends on timing. Safe to set from any thread; it
+  /// applies to delays and timeouts armed after the change (set it before starting the job).
+  public var clock: any JobClock {
+    get { jobState.withLock { $0.clock } }
+    set { jobState.withLock { $0.clock = newValue } }
+  }
+
   /// Every tracked task that finished with an error, in the order they were routed, whatever the
   /// ``failurePolicy``. A retried task appears only if its last attempt failed; tasks the job
   /// cancelled itself are not listed. Safe to read from any thread.

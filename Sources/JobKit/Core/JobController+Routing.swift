@@ -21,7 +21,10 @@ extension JobController {
       )
     case .alreadyTracked:
       reportMisuse(.taskAlreadyTracked, "\(type(of: task)) is already tracked by this job; ignored")
-    case .tracked(let node, let cancel, let queueNow, let waitsForSlot, let observeStart):
+    case .tracked(let node, let cancel, let queueNow, let waitsForSlot, let observeStart, let publish):
+      if let publish {
+        publishProgress(to: publish)
+      }
       if cancel {
         task.cancel()
       }
@@ -60,16 +63,14 @@ extension JobController {
         return
       }
     } else if !task.isFinished {
-      task.completionBlock = { [node] in node.completionBlockDidRun() }
+      let hook = CompletionBlockHook.observe(task, by: node)
       if let queue, enqueue(task, on: queue) {
         return
       }
-      guard task.isFinished else { return }
-      // The task finished while its completionBlock was being wrapped, so Foundation may have
-      // taken either block. Put the task's own block back (if Foundation took the wrapper, the
-      // wrapper still runs the task's block once) and signal; a second signal is ignored.
-      task.completionBlock = node.previousCompletionBlock
-      taskDidFinish(node)
+      if let hook {
+        // Not queued here: the task may have finished while its block was being wrapped.
+        CompletionBlockHook.signalIfFinishedWhileWrapping(task, hook)
+      }
       return
     }
     reportMisuse(.taskAlreadyFinished, "\(type(of: task)) had already finished when tracked; routed at once")
@@ -112,33 +113,42 @@ extension JobController {
   }
 
   /// If `node`'s attempt failed and its policy allows another, schedules the next attempt after
-  /// the policy's delay (no thread waits) and returns `true`.
+  /// the policy's delay on the job's clock (no thread waits) and returns `true`. The failed
+  /// attempt gives its group slot back meanwhile.
   private func scheduleRetry(of node: TrackedTask, _ retry: RetryAttempt) -> Bool {
     guard retry.number < retry.policy.maxAttempts,
       let error = (node.operation as? ConcurrentOperation)?.error,
       !(error is CancellationError), !node.operation.isCancelled,
       retry.policy.retryIf(error)
     else { return false }
+    guard let admitted = jobState.withLock({ $0.beginRetry(of: node) }) else { return false }
+    queueAdmitted(admitted)
     var generator = SystemRandomNumberGenerator()
     let delay = retry.policy.delay(beforeAttempt: retry.number + 1, using: &generator)
-    let item = DispatchWorkItem { [weak self] in
-      guard let self, self.jobState.withLock({ $0.claimRetry(of: node) }) else { return }
+    // Weak: a timer that outlives the job (a clock may hold cancelled timers) must not keep it.
+    let timer = clock.schedule(after: delay) { [weak self, weak node] in
+      guard let self, let node, self.jobState.withLock({ $0.claimRetry(of: node) }) else { return }
       retry.trackNext(node)
     }
-    guard jobState.withLock({ $0.beginRetry(of: node, after: item) }) else { return false }
-    DispatchQueue.global().asyncAfter(deadline: .now() + delay.dispatchInterval, execute: item)
+    if !jobState.withLock({ $0.retryScheduled(timer, for: node) }) {
+      timer.cancel()
+    }
     return true
   }
 
-  /// Arms a timeout for `node`: if its task still runs after `timeout`, it is cancelled and counts
-  /// as failed with ``JobKitError/Code/timedOut``.
+  /// Arms a timeout for `node` on the job's clock: if its task still runs after `timeout`, it is
+  /// cancelled and counts as failed with ``JobKitError/Code/timedOut``.
   func armTimeout(_ timeout: Duration, for node: TrackedTask) {
-    let item = DispatchWorkItem { [weak self] in
-      guard let self, let task = self.jobState.withLock({ $0.timeoutExpired(for: node) }) else { return }
-      task.cancel()
+    guard jobState.withLock({ $0.armTimeout(for: node) }) else { return }
+    let timer = clock.schedule(after: timeout) { [weak self, weak node] in
+      // Ask the task whether it finished with no lock held (`isFinished` may be overridden).
+      guard let self, let node, let task = self.jobState.withLock({ $0.armedTask(of: node) }), !task.isFinished,
+        let expired = self.jobState.withLock({ $0.timeoutExpired(for: node) })
+      else { return }
+      expired.cancel()
     }
-    if jobState.withLock({ $0.armTimeout(item, for: node) }) {
-      DispatchQueue.global().asyncAfter(deadline: .now() + timeout.dispatchInterval, execute: item)
+    if !jobState.withLock({ $0.timeoutScheduled(timer, for: node) }) {
+      timer.cancel()
     }
   }
 
@@ -175,12 +185,17 @@ extension JobController {
         deliver(outcome)
       case .allTasksFinished:
         allTasksFinished()
-        if case .finish(let error, let listeners)? = jobState.withLock({ $0.allTasksFinishedReturned() }) {
-          finish(error: error, endingEvents: listeners)
+        switch jobState.withLock({ $0.allTasksFinishedReturned() }) {
+        case nil:
+          continue
+        case .finish(let finish)?:
+          perform(finish)
+          return
+        case .some:
           return
         }
-      case .finish(let error, let listeners):
-        finish(error: error, endingEvents: listeners)
+      case .finish(let finish):
+        perform(finish)
         return
       case .release:
         return
@@ -188,11 +203,35 @@ extension JobController {
     }
   }
 
-  /// Finishes the job, then ends the event streams (after `isFinished` became `true`).
-  private func finish(error: (any Error)?, endingEvents listeners: [AsyncStream<JobEvent>.Continuation]) {
-    operationDone(error: error)
-    for listener in listeners {
+  /// Publishes the final progress counts, finishes the job, then ends the event streams (after
+  /// `isFinished` became `true`).
+  private func perform(_ finish: JobFinish) {
+    if let progress = finish.publish {
+      publishProgress(to: progress)
+    }
+    operationDone(error: finish.error)
+    for listener in finish.listeners {
       listener.finish()
+    }
+  }
+
+  /// Writes the job's counts to `progress` until they stop changing; the caller was made the
+  /// publisher by a transition. No lock is held while `Progress` changes (on Apple platforms its
+  /// KVO observers run then). Finishes the job if its finish waited for this publication.
+  func publishProgress(to progress: Progress) {
+    while true {
+      switch jobState.withLock({ $0.progress.nextPublication() }) {
+      case .write(let total, let completed):
+        progress.totalUnitCount = total
+        progress.completedUnitCount = completed
+      case .done:
+        return
+      case .finishJob:
+        if let finish = jobState.withLock({ $0.takePendingFinish() }) {
+          perform(finish)
+        }
+        return
+      }
     }
   }
 
@@ -215,7 +254,11 @@ extension JobController {
     case .failFast(let actions):
       perform(actions)
     }
-    deliver(jobState.withLock { $0.routed(node) })
+    let (outcome, publish) = jobState.withLock { $0.routed(node) }
+    if let publish {
+      publishProgress(to: publish)
+    }
+    deliver(outcome)
   }
 
   /// The failure a finished task stands for, if any: a timeout, or a `ConcurrentOperation` error.

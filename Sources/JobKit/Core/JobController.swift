@@ -231,7 +231,10 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
 
   override func startCancelled() {
     // Cancelled before it started: `main()` does not run, but tasks tracked before the start
-    // were cancelled and must still be waited for.
+    // were cancelled and must still be waited for. Record the stop first: `cancel()` lets the
+    // queue start the job (corelibs schedules a cancelled operation at once) before its own
+    // `stop(.cancelled)` ran, and nothing may be routed as if the job ran normally.
+    stop(.cancelled)
     _ = jobState.withLock { $0.beginMain(on: currentThreadID()) }
     jobState.withLock { $0.mainReturned() }
     route()

@@ -53,15 +53,16 @@ struct JobState {
   /// The group of the most recently tracked task: most jobs track runs of one type.
   var lastGroup: TaskGroupEntry?
   var failurePolicy = FailurePolicy.ignore
+  /// Where retry delays and timeouts wait.
+  var clock: any JobClock = DispatchJobClock()
   /// Every failure routed so far, in routing order.
   var failures: [TaskFailure] = []
   /// Who listens to `events`; empty (and free) when nobody does.
   var listeners = JobEventListeners()
-  /// How many tasks were tracked and routed, for `progress`.
-  var trackedCount: Int64 = 0
-  var routedCount: Int64 = 0
-  /// The job's `Progress`, created when first read; until then tracking pays nothing for it.
-  var progress: Progress?
+  /// Tracked and routed counts, and the `Progress` they are published to once it was read.
+  var progress = ProgressState()
+  /// A finish left to the thread that publishes progress (see `finish`).
+  private var pendingFinish: JobFinish?
 
   // MARK: Submission and start
 
@@ -95,7 +96,9 @@ struct JobState {
     /// hands it to `admitOrWait` (not before: an admitted task may start at once, and its finish
     /// must not be missed). `observeStart`: events are listened to, so register for the task's
     /// start.
-    case tracked(node: TrackedTask, cancel: Bool, queueNow: Bool, waitsForSlot: Bool, observeStart: Bool)
+    /// `publish`: the progress to publish the new counts to.
+    case tracked(
+      node: TrackedTask, cancel: Bool, queueNow: Bool, waitsForSlot: Bool, observeStart: Bool, publish: Progress?)
     case alreadyTracked
     case jobFinished
   }
@@ -133,10 +136,7 @@ struct JobState {
     }
     let group = node.group
     group.unfinished += 1
-    trackedCount += 1
-    if let progress {
-      addToProgress(progress, node: node, task: task)
-    }
+    var publish = progress.tracked(task)
     let observeStart = !listeners.isEmpty
     if observeStart {
       let extras = node.extras ?? TaskExtras()
@@ -145,7 +145,7 @@ struct JobState {
       listeners.yield(.taskTracked(task: task.name ?? group.name, group: group.name, at: .now))
     }
     if let previous {
-      forget(previous)
+      publish = forget(previous) ?? publish
     }
     var queueNow = queue != nil
     var waitsForSlot = false
@@ -157,7 +157,8 @@ struct JobState {
       waitsForSlot = true
     }
     return .tracked(
-      node: node, cancel: stop != nil, queueNow: queueNow, waitsForSlot: waitsForSlot, observeStart: observeStart)
+      node: node, cancel: stop != nil, queueNow: queueNow, waitsForSlot: waitsForSlot, observeStart: observeStart,
+      publish: publish)
   }
 
   /// `node`, tracked with `waitsForSlot`, is observed now: it takes a free slot of its group if
@@ -175,17 +176,17 @@ struct JobState {
     return false
   }
 
-  /// Drops `node` without routing it (a retried attempt replaced by the next one).
-  private mutating func forget(_ node: TrackedTask) {
+  /// Drops `node` without routing it (a retried attempt replaced by the next one). Returns the
+  /// progress to publish to, if any.
+  private mutating func forget(_ node: TrackedTask) -> Progress? {
+    var publish: Progress?
     if let task = node.task {
       tracked.removeValue(forKey: ObjectIdentifier(task))
+      publish = progress.forgot(task)
     }
     node.task = nil
     node.group.unfinished -= 1
-    trackedCount -= 1
-    if let progress {
-      ProgressLock.withLock { progress.totalUnitCount -= 1 }
-    }
+    return publish
   }
 
   /// A tracked `ConcurrentOperation` started (only observed while events are listened to).
@@ -210,7 +211,7 @@ struct JobState {
     /// A task of the same group admitted to the slot this one freed: the caller queues it.
     var admitted: [TrackedTask] = []
     /// The task's armed timeout, to cancel.
-    var timeout: DispatchWorkItem?
+    var timeout: (any JobTimer)?
   }
 
   /// A tracked task finished (or, for a retried task, finished its last attempt).
@@ -226,6 +227,7 @@ struct JobState {
           actions.admitted = node.group.admitWaiting()
         }
       }
+      extras.timeoutArmed = false
       actions.timeout = extras.timeout
       extras.timeout = nil
       if extras.trackedAt != nil {
@@ -242,36 +244,65 @@ struct JobState {
 
   // MARK: Timeouts and retries
 
-  /// Arms `item` as `node`'s timeout. Returns `false` if the task already finished.
-  mutating func armTimeout(_ item: DispatchWorkItem, for node: TrackedTask) -> Bool {
-    guard !node.isSignalled, let extras = node.extras else { return false }
-    extras.timeout = item
+  /// A timeout is about to be scheduled for `node`. Returns `false` if the task already finished
+  /// (or the job stops): then no timeout is needed.
+  mutating func armTimeout(for node: TrackedTask) -> Bool {
+    guard !node.isSignalled, stop == nil, let extras = node.extras else { return false }
+    extras.timeoutArmed = true
     return true
   }
 
-  /// `node`'s timeout expired. Returns the task to cancel if it is still running.
+  /// The timeout's timer was scheduled. Returns `false` if it is no longer needed (the task
+  /// finished, the job stopped or the timeout already fired): the caller cancels it.
+  mutating func timeoutScheduled(_ timer: any JobTimer, for node: TrackedTask) -> Bool {
+    guard let extras = node.extras, extras.timeoutArmed else { return false }
+    extras.timeout = timer
+    return true
+  }
+
+  /// `node`'s task while its timeout is armed.
+  func armedTask(of node: TrackedTask) -> Operation? {
+    guard !node.isSignalled, node.extras?.timeoutArmed == true else { return nil }
+    return node.task
+  }
+
+  /// `node`'s timeout expired (the caller saw its task unfinished). Returns the task to cancel,
+  /// or `nil` if the task finished (or the job stopped) meanwhile.
   mutating func timeoutExpired(for node: TrackedTask) -> Operation? {
-    guard !node.isSignalled, let extras = node.extras, extras.timeout != nil,
-      let task = node.task, !task.isFinished
-    else { return nil }
+    guard !node.isSignalled, let extras = node.extras, extras.timeoutArmed, let task = node.task else { return nil }
+    extras.timeoutArmed = false
     extras.timeout = nil
     extras.timedOut = true
     return task
   }
 
-  /// An attempt of a retried task failed and may be retried after a delay. Returns `false` if the
-  /// job is stopping (the attempt is then routed as the last one).
-  mutating func beginRetry(of node: TrackedTask, after item: DispatchWorkItem) -> Bool {
-    guard stop == nil, !node.isSignalled, let extras = node.extras else { return false }
-    extras.pendingRetry = item
+  /// An attempt of a retried task failed and may be retried. Returns `nil` if the job is
+  /// stopping (the attempt is then routed as the last one); otherwise the attempt gives back its
+  /// group slot, and the result lists the waiting tasks that slot admits (the caller queues
+  /// them). The next attempt waits for a slot like any new task.
+  mutating func beginRetry(of node: TrackedTask) -> [TrackedTask]? {
+    guard stop == nil, !node.isSignalled, let extras = node.extras else { return nil }
+    extras.retryPending = true
+    guard extras.holdsSlot else { return [] }
+    extras.holdsSlot = false
+    node.group.running -= 1
+    return node.group.admitWaiting()
+  }
+
+  /// The retry delay's timer was scheduled. Returns `false` if it is no longer needed (a stop
+  /// routed the failed attempt): the caller cancels it.
+  mutating func retryScheduled(_ timer: any JobTimer, for node: TrackedTask) -> Bool {
+    guard let extras = node.extras, extras.retryPending else { return false }
+    extras.retryTimer = timer
     return true
   }
 
   /// The retry delay ended. Returns `true` if the caller must now track the next attempt
   /// (`false` if a stop already routed the failed attempt).
   mutating func claimRetry(of node: TrackedTask) -> Bool {
-    guard let extras = node.extras, extras.pendingRetry != nil, stop == nil else { return false }
-    extras.pendingRetry = nil
+    guard let extras = node.extras, extras.retryPending, stop == nil else { return false }
+    extras.retryPending = false
+    extras.retryTimer = nil
     return true
   }
 
@@ -335,28 +366,26 @@ struct JobState {
   }
 
   /// The router delivered `node`'s per-task callback: forget the task. Returns the group callback
-  /// due now, if `node` was its group's last unfinished task.
-  mutating func routed(_ node: TrackedTask) -> GroupOutcome {
+  /// due now, if `node` was its group's last unfinished task, and the progress to publish to.
+  mutating func routed(_ node: TrackedTask) -> (GroupOutcome, publish: Progress?) {
+    var publish: Progress?
     if let task = node.task {
       tracked.removeValue(forKey: ObjectIdentifier(task))
+      publish = progress.routed(task)
     }
     node.task = nil
-    routedCount += 1
-    if let progress, node.extras?.progressByChild != true {
-      ProgressLock.withLock { progress.completedUnitCount += 1 }
-    }
     let group = node.group
     group.unfinished -= 1
-    guard group.unfinished == 0 else { return .none }
+    guard group.unfinished == 0 else { return (.none, publish) }
     listeners.yield(.groupFinished(group: group.name, at: .now))
-    guard stop == nil else { return .none }
+    guard stop == nil else { return (.none, publish) }
     if lifecycle == .runningMain {
       if !groupsDueAfterMain.contains(where: { $0 === group }) {
         groupsDueAfterMain.append(group)
       }
-      return .none
+      return (.none, publish)
     }
-    return groupCallback(for: group)
+    return (groupCallback(for: group), publish)
   }
 
   private func groupCallback(for group: TaskGroupEntry) -> GroupOutcome {
@@ -370,8 +399,9 @@ struct JobState {
     case route([TrackedTask])
     case group(GroupOutcome)
     case allTasksFinished
-    /// Finish the job with this error, then end these event streams.
-    case finish((any Error)?, [AsyncStream<JobEvent>.Continuation])
+    /// Finish the job with this error (after publishing the final counts to `publish`, if set),
+    /// then end these event streams.
+    case finish(JobFinish)
     case release
   }
 
@@ -411,15 +441,27 @@ struct JobState {
   }
 
   /// The job is done: drop the group handlers too, so a handler that captured the job strongly
-  /// does not keep it alive.
+  /// does not keep it alive. If another thread is publishing progress, it finishes the job once
+  /// it wrote the final counts (``takePendingFinish()``); the router then just stops.
   private mutating func finish(_ error: (any Error)?) -> Step {
     lifecycle = .finished
     groups = [:]
     lastGroup = nil
     groupsDueAfterMain = []
-    completeProgress()
     listeners.yield(.finished(error: error, at: .now))
-    return .finish(error, listeners.removeAll())
+    let finish = JobFinish(error: error, listeners: listeners.removeAll(), publish: nil)
+    let (mayFinish, publish) = progress.finish()
+    guard mayFinish else {
+      pendingFinish = finish
+      return .release
+    }
+    return .finish(JobFinish(error: finish.error, listeners: finish.listeners, publish: publish))
+  }
+
+  /// For the thread that published progress while the job finished: the finish it must perform.
+  mutating func takePendingFinish() -> JobFinish? {
+    defer { pendingFinish = nil }
+    return pendingFinish
   }
 
   struct DebugSummary {
@@ -436,8 +478,6 @@ struct JobState {
     let failures: [TaskFailure]
     let tracked: Int64
     let routed: Int64
-    /// The progress's fraction, if the progress was ever read.
-    let fraction: Double?
   }
 
   func debugSummary() -> DebugSummary {
@@ -457,8 +497,7 @@ struct JobState {
       .sorted { $0.name < $1.name }
     return DebugSummary(
       lifecycle: "\(lifecycle)\(stopText)", unfinished: tracked.count, groups: groupSummaries, failures: failures,
-      tracked: trackedCount, routed: routedCount,
-      fraction: progress.map { progress in ProgressLock.withLock { progress.fractionCompleted } })
+      tracked: progress.total, routed: progress.completed)
   }
 
   // MARK: Events and progress
@@ -478,7 +517,7 @@ struct JobState {
     /// finish (without running) and are routed.
     var release: [(Operation, OperationQueue)] = []
     /// Armed timeouts and pending retries to cancel.
-    var timers: [DispatchWorkItem] = []
+    var timers: [any JobTimer] = []
     /// A pending retry was turned into a finished task: the caller must take the router.
     var route = false
   }
@@ -490,14 +529,18 @@ struct JobState {
     stop = reason
     for node in tracked.values where !node.isSignalled {
       if let extras = node.extras {
+        extras.timeoutArmed = false
         if let timeout = extras.timeout {
           actions.timers.append(timeout)
           extras.timeout = nil
         }
-        if let retry = extras.pendingRetry {
+        if extras.retryPending {
           // The failed attempt is the task's last one: route it now (silently).
-          actions.timers.append(retry)
-          extras.pendingRetry = nil
+          extras.retryPending = false
+          if let timer = extras.retryTimer {
+            actions.timers.append(timer)
+            extras.retryTimer = nil
+          }
           node.isSignalled = true
           finished.append(node)
           continue
@@ -519,68 +562,17 @@ struct JobState {
     return actions
   }
 
-  /// Installs `created` as the job's progress unless one exists; returns the one in use. Counts
-  /// the tasks tracked and routed so far, and adopts the progress of unrouted tasks that report
-  /// their own as children.
-  mutating func installProgress(_ created: Progress) -> Progress {
-    if let progress { return progress }
-    progress = created
-    ProgressLock.withLock {
-      created.totalUnitCount = trackedCount - Int64(tracked.count)
-      created.completedUnitCount = routedCount
-    }
-    for node in tracked.values {
-      if let task = node.task {
-        trackedCount -= 1
-        addToProgress(created, node: node, task: task)
-        trackedCount += 1
-      }
-    }
-    if lifecycle == .finished {
-      completeProgress()
-    }
-    return created
-  }
-
-  /// Adds one tracked task to the job's progress: one unit, which the task's own progress fills
-  /// if it reports one (a nested job), else the job completes when it routes the task.
-  private func addToProgress(_ progress: Progress, node: TrackedTask, task: Operation) {
-    // Read a reporting task's progress before taking the progress lock: a nested job creates
-    // its progress under that lock.
-    let child = (task as? any ProgressReporting)?.progress
-    ProgressLock.withLock {
-      // `addChild` fills one of the parent's units: that unit must be counted in its total.
-      progress.totalUnitCount += 1
-      if let child {
-        progress.addChild(child, withPendingUnitCount: 1)
-      }
-    }
-    if child != nil {
-      let extras = node.extras ?? TaskExtras()
-      node.extras = extras
-      extras.progressByChild = true
-    }
-  }
-
-  /// The job finished: its progress shows every unit done (an empty job shows 1 of 1).
-  private func completeProgress() {
-    guard let progress else { return }
-    ProgressLock.withLock {
-      progress.totalUnitCount = max(1, progress.totalUnitCount)
-      progress.completedUnitCount = progress.totalUnitCount
-    }
+  /// Installs `created` as the job's progress unless one exists. Returns the one in use, and
+  /// whether the caller must publish the counts to it.
+  mutating func installProgress(_ created: Progress) -> (Progress, publish: Bool) {
+    progress.install(created, unrouted: tracked.values.lazy.compactMap(\.task))
   }
 }
 
-/// Serializes every change JobKit makes to a `Progress`, and JobKit's reads of one:
-/// swift-corelibs-foundation's `Progress` is not thread-safe, and a child's update writes into
-/// its parent. Always taken last (never while calling user code).
-enum ProgressLock {
-  private static let lock = NSLock()
-
-  static func withLock<Result>(_ body: () throws -> Result) rethrows -> Result {
-    lock.lock()
-    defer { lock.unlock() }
-    return try body()
-  }
+/// How a job finishes: its error, the event streams to end after it finished, and the progress
+/// to publish the final counts to first.
+struct JobFinish {
+  let error: (any Error)?
+  let listeners: [AsyncStream<JobEvent>.Continuation]
+  let publish: Progress?
 }

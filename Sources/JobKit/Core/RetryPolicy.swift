@@ -58,16 +58,3 @@ public struct RetryPolicy: Sendable {
     return .seconds(base * Double.random(in: 0.5...1.5, using: &generator))
   }
 }
-
-extension Duration {
-  /// The duration in seconds, as a `Double`.
-  var seconds: Double {
-    let (seconds, attoseconds) = components
-    return Double(seconds) + Double(attoseconds) / 1e18
-  }
-
-  /// The duration as a `DispatchTimeInterval`, in nanoseconds (negative durations count as 0).
-  var dispatchInterval: DispatchTimeInterval {
-    .nanoseconds(Int(min(max(0, seconds * 1e9), Double(Int.max / 2))))
-  }
-}

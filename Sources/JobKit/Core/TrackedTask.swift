@@ -3,35 +3,30 @@ import Foundation
 /// The bookkeeping for one unfinished task of a job. Lives from `track` until the task has been
 /// routed, then is dropped with the task (bookkeeping is O(unfinished tasks)).
 ///
-/// `job`, `group`, `operation` and `previousCompletionBlock` never change after publication;
-/// `task` and `isSignalled` are only
-/// touched under the job's lock, or by the job's single router after the task was signalled.
+/// `job`, `group`, `operation` and `extras` (the reference) never change after publication;
+/// `task` and `isSignalled` are only touched under the job's lock, or by the job's single router
+/// after the task was signalled.
 class TrackedTask: OperationFinishObserver, OperationStartObserver, @unchecked Sendable {
   // @unchecked Sendable: mutable fields are guarded by the owning job's lock (see above).
   let job: JobController
   let group: TaskGroupEntry
   /// The tracked task until it has been routed; then `nil`, so the job no longer holds it.
   var task: Operation?
-  /// The same task, never cleared: read by the wrapping `completionBlock`, which only runs while
-  /// Foundation holds the task.
+  /// The same task, never cleared; only read while the task is known to be alive (tracked, or
+  /// finishing on the calling thread).
   unowned(unsafe) let operation: Operation
   var isSignalled = false
-  /// Bookkeeping for the optional features (group limits, timeout, retry); `nil` for a plain
-  /// tracked task, so those features cost nothing when unused. Set before publication.
+  /// Bookkeeping for the optional features (group limits, timeout, retry, events); `nil` for a
+  /// plain tracked task, so those features cost nothing when unused. Set before publication (in
+  /// `makeNode` or in the job's `track` transition), never replaced; its fields are guarded by
+  /// the job's lock.
   var extras: TaskExtras?
-  /// For tasks that are not `ConcurrentOperation`s: the `completionBlock` the task had before the
-  /// job wrapped it, called first and put back once the task finished. Set before the node is
-  /// published, never changed.
-  private(set) var previousCompletionBlock: (@Sendable () -> Void)?
 
   init(job: JobController, task: Operation, group: TaskGroupEntry) {
     self.job = job
     self.task = task
     self.operation = task
     self.group = group
-    if !(task is ConcurrentOperation) {
-      previousCompletionBlock = task.completionBlock
-    }
   }
 
   /// Calls the completion closure given to `track`, if any. Returns `false` when there is none.
@@ -43,15 +38,6 @@ class TrackedTask: OperationFinishObserver, OperationStartObserver, @unchecked S
 
   func operationDidStart(_ operation: ConcurrentOperation) {
     job.taskDidStart(self)
-  }
-
-  /// The wrapping `completionBlock` of a plain `Operation` task ran (once, after it finished):
-  /// put the task's own block back first (so two jobs tracking one task unwind in order), run
-  /// it, and signal the job (a second signal is ignored).
-  func completionBlockDidRun() {
-    operation.completionBlock = previousCompletionBlock
-    previousCompletionBlock?()
-    job.taskDidFinish(self)
   }
 }
 
@@ -78,21 +64,23 @@ final class TaskExtras: @unchecked Sendable {
   var pendingQueue: OperationQueue?
   /// Whether the task occupies one of its group's `limit` slots.
   var holdsSlot = false
-  /// The armed timeout, cancelled when the task finishes.
-  var timeout: DispatchWorkItem?
+  /// Whether a timeout is armed: set before it is scheduled, cleared when the task finishes, the
+  /// job stops or the timeout fires.
+  var timeoutArmed = false
+  /// The armed timeout's timer, once scheduled; cancelled when the task finishes.
+  var timeout: (any JobTimer)?
   /// The timeout expired while the task ran; it counts as failed with `JobKitError.timedOut`.
   var timedOut = false
   /// Set for a task tracked with a retry policy.
   let retry: RetryAttempt?
-  /// The scheduled next attempt while waiting out a retry delay.
-  var pendingRetry: DispatchWorkItem?
+  /// Whether the task waits out a retry delay before its next attempt.
+  var retryPending = false
+  /// The timer of that delay, once scheduled.
+  var retryTimer: (any JobTimer)?
   /// For events: when the task was tracked, started (if observed) and finished.
   var trackedAt: ContinuousClock.Instant?
   var startedAt: ContinuousClock.Instant?
   var finishedAt: ContinuousClock.Instant?
-  /// The task reports its own progress, added as a child of the job's: the job does not count
-  /// the task's unit itself.
-  var progressByChild = false
 
   init(retry: RetryAttempt? = nil) {
     self.retry = retry

@@ -97,7 +97,7 @@ struct JobControllerMisuseAndMemoryTests {
     let kept = InstantTask()
     tracker.watch(kept, "kept")
     do { tracker.watch(InstantTask(), "dropped") }
-    #expect(await tracker.survivors() == ["kept"])
+    #expect(await tracker.survivors(waitingUpTo: .milliseconds(200)) == ["kept"])
     withExtendedLifetime(kept) {}
   }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import JobKitTesting
 import Testing
 
 @testable import JobKit
@@ -103,6 +104,7 @@ struct JobControllerPoliciesTests {
   // MARK: Retry
 
   @Test func retryRunsFreshAttemptsUntilOneSucceedsAndRoutesOnlyThat() async throws {
+    let clock = ManualClock()
     let log = Locked<[(attempt: Int, at: ContinuousClock.Instant)]>([])
     let routed = Locked<[Int]>([])
     let policy = RetryPolicy(maxAttempts: 5, initialDelay: .milliseconds(20), multiplier: 2, jitter: false)
@@ -111,14 +113,22 @@ struct JobControllerPoliciesTests {
         task in routed.mutate { $0.append(task.attempt) }
       }
     }
+    job.clock = clock
+    job.startJob()
+    // Attempt 2 waits 20 ms of the job's clock after attempt 1 failed, attempt 3 another 40 ms.
+    #expect(await clock.waitForScheduled(1))
+    clock.advance(by: .milliseconds(19))
+    #expect(log.value.count == 1)
+    clock.advance(by: .milliseconds(1))
+    #expect(await clock.waitForScheduled(2))
+    clock.advance(by: .milliseconds(39))
+    #expect(log.value.count == 2)
+    clock.advance(by: .milliseconds(1))
     try await job.run()
     #expect(log.value.map(\.attempt) == [1, 2, 3])
     #expect(routed.value == [3])
     #expect(job.failures.isEmpty)
     #expect(job.log.all == ["group", "all"])
-    let times = log.value.map(\.at)
-    #expect(times[1] - times[0] >= .milliseconds(20))
-    #expect(times[2] - times[1] >= .milliseconds(40))
   }
 
   @Test func retryGivesUpAfterMaxAttemptsAndRoutesTheLastFailure() async throws {
@@ -150,19 +160,22 @@ struct JobControllerPoliciesTests {
   @Test func cancellingTheJobCancelsAPendingRetryImmediately() async throws {
     let log = Locked<[(attempt: Int, at: ContinuousClock.Instant)]>([])
     let firstFailed = Latch()
+    let clock = ManualClock()
     let policy = RetryPolicy(maxAttempts: 3, initialDelay: .seconds(60), jitter: false)
     let job = ScriptedJob { job in
       job.trackAndQueue(
         retrying: policy, { FlakyTask(attempt: $0, failingAttempts: [1, 2], log: log, finished: firstFailed) }
       ) { _ in }
     }
+    job.clock = clock
     job.startJob()
-    // Attempt 1 ran and failed; the retry is now pending for 60 s.
-    #expect(firstFailed.wait())
-    let start = ContinuousClock.now
+    // Attempt 1 ran and failed; the retry now waits for 60 s of the job's clock, which never moves.
+    #expect(await firstFailed.waitOpen())
+    #expect(await clock.waitForScheduled(1))
     job.cancel()
     await #expect(throws: CancellationError.self) { try await job.run() }
-    #expect(ContinuousClock.now - start < .seconds(30))
+    #expect(clock.pendingCount == 0)  // the pending retry was cancelled, not left to fire
+    clock.advance(by: .seconds(60))
     #expect(log.value.map(\.attempt) == [1])
     // Attempt 1 failed on its own before the cancel, and is the task's last attempt.
     #expect(job.failures.map { $0.error as? TestError } == [TestError(1)])
@@ -187,11 +200,19 @@ struct JobControllerPoliciesTests {
   // MARK: Timeout
 
   @Test func aTaskRunningPastItsTimeoutIsCancelledAndCountsAsFailed() async throws {
+    let clock = ManualClock()
     let stuck = ManualTask("stuck", finishesOnCancel: true)
     let routed = Locked(false)
     let job = ScriptedJob { job in
       job.trackAndQueue(stuck, timeout: .milliseconds(50)) { task in routed.mutate { $0 = task.isCancelled } }
     }
+    job.clock = clock
+    job.startJob()
+    #expect(await stuck.startedLatch.waitOpen())
+    #expect(await clock.waitForScheduled(1))
+    clock.advance(by: .milliseconds(49))
+    #expect(!stuck.isCancelled)
+    clock.advance(by: .milliseconds(1))
     try await job.run()
     #expect(routed.value)
     #expect(job.failures.count == 1)
@@ -199,15 +220,18 @@ struct JobControllerPoliciesTests {
   }
 
   @Test func aTaskFinishingInTimeIsUnaffectedAndTheTimeoutNeverFiresLater() async throws {
+    let clock = ManualClock()
     let quick = InstantTask("quick")
     let job = ScriptedJob { job in
       job.trackAndQueue(quick, timeout: .milliseconds(30)) { _ in }
     }
+    job.clock = clock
     try await job.run()
     #expect(!quick.isCancelled)
     #expect(job.failures.isEmpty)
-    // Wait past the timeout: the disarmed timer must not cancel the finished task.
-    try await Task.sleep(for: .milliseconds(60))
+    // The timeout was disarmed when the task finished: moving past it cancels nothing.
+    #expect(clock.pendingCount == 0)
+    clock.advance(by: .seconds(1))
     #expect(!quick.isCancelled)
   }
 

@@ -79,3 +79,15 @@ enum QuietMisuse {
     JobKitDiagnostics.misuseHandler = { _, _ in }
   }()
 }
+
+/// Polls `condition` every millisecond until it holds (returns `true`) or `timeout` passed
+/// (returns `false`): for effects that land a moment after the event a test awaited, such as a
+/// `completionBlock` Foundation runs on a global queue after an operation finished.
+func eventually(within timeout: Duration = .seconds(10), _ condition: @Sendable () -> Bool) async -> Bool {
+  let deadline = ContinuousClock.now + timeout
+  while !condition() {
+    if ContinuousClock.now >= deadline { return false }
+    try? await Task.sleep(for: .milliseconds(1))
+  }
+  return true
+}

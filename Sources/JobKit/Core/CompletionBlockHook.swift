@@ -1,0 +1,99 @@
+import Foundation
+
+/// Observes the finish of plain `Operation`s (not ``ConcurrentOperation``s) through their
+/// `completionBlock`, the only finish hook Foundation offers for them on Linux.
+///
+/// One operation gets one wrapper however many jobs track it, even at the same moment: a job
+/// that finds a wrapper already being installed joins it instead of wrapping the wrapper (two
+/// jobs that each read the old block and each wrote their own would lose one of them, and that
+/// job would wait forever). The wrapper puts the operation's own block back, runs it once, then
+/// tells every joined observer once.
+///
+/// The registry's locks guard nothing but the registry: no `completionBlock` is read or written,
+/// and no observer is called, while one is held.
+enum CompletionBlockHook {
+  /// The observers of one plain operation. Its fields are only touched under its stripe's lock.
+  final class Hook: @unchecked Sendable {
+    // @unchecked Sendable: mutable fields are guarded by the registry stripe's lock.
+    var observers: [TrackedTask]
+    /// The operation's own block, known once the installer read it.
+    var previous: (@Sendable () -> Void)?
+    var fired = false
+
+    init(_ observer: TrackedTask) {
+      observers = [observer]
+    }
+  }
+
+  private static let stripeCount = 64
+  private static let stripes = (0..<stripeCount).map { _ in LockedBox([ObjectIdentifier: Hook]()) }
+
+  private static func stripe(for operation: Operation) -> LockedBox<[ObjectIdentifier: Hook]> {
+    let address = UInt(bitPattern: ObjectIdentifier(operation).hashValue)
+    return stripes[Int((address >> 4) % UInt(stripeCount))]
+  }
+
+  /// Arranges for `node` to be signalled once `operation` finished. Returns the hook if the
+  /// caller installed the wrapper (it must then call ``signalIfFinishedWhileWrapping(_:_:)``
+  /// after queueing the operation); `nil` if `node` joined another job's wrapper.
+  static func observe(_ operation: Operation, by node: TrackedTask) -> Hook? {
+    let key = ObjectIdentifier(operation)
+    let stripe = stripe(for: operation)
+    let (hook, installs): (Hook, Bool) = stripe.withLock { table in
+      if let existing = table[key], !existing.fired {
+        existing.observers.append(node)
+        return (existing, false)
+      }
+      let hook = Hook(node)
+      table[key] = hook
+      return (hook, true)
+    }
+    guard installs else { return nil }
+    // Read and write the block with no lock held: `completionBlock` may be overridden.
+    let previous = operation.completionBlock
+    stripe.withLock { _ in hook.previous = previous }
+    operation.completionBlock = { [hook, unowned(unsafe) operation] in
+      // Foundation holds the operation while its completionBlock runs.
+      fire(hook, of: operation, runningPrevious: true)
+    }
+    return hook
+  }
+
+  /// For the installer: if `operation` finished while its block was being wrapped, Foundation
+  /// may have taken either block. Puts the operation's own block back (if Foundation took the
+  /// wrapper, the wrapper still runs the own block once) and signals the observers now; a later
+  /// run of the wrapper signals nobody twice.
+  static func signalIfFinishedWhileWrapping(_ operation: Operation, _ hook: Hook) {
+    guard operation.isFinished else { return }
+    let previous: (@Sendable () -> Void)?? = stripe(for: operation).withLock { _ in
+      hook.fired ? nil : hook.previous
+    }
+    // Already fired: the wrapper ran and did all of this.
+    guard let previous else { return }
+    operation.completionBlock = previous
+    fire(hook, of: operation, runningPrevious: false)
+  }
+
+  private static func fire(_ hook: Hook, of operation: Operation, runningPrevious: Bool) {
+    let key = ObjectIdentifier(operation)
+    let (observers, previous): ([TrackedTask], (@Sendable () -> Void)?) = stripe(for: operation).withLock {
+      table in
+      let previous = hook.previous
+      guard !hook.fired else { return ([], previous) }
+      hook.fired = true
+      if table[key] === hook {
+        table.removeValue(forKey: key)
+      }
+      let observers = hook.observers
+      hook.observers = []
+      return (observers, previous)
+    }
+    if runningPrevious {
+      operation.completionBlock = previous
+      previous?()
+    }
+    for node in observers {
+      node.job.taskDidFinish(node)
+    }
+  }
+}
