@@ -19,6 +19,8 @@ enum CompletionBlockHook {
     /// The operation's own block, known once the installer read it.
     var previous: (@Sendable () -> Void)?
     var fired = false
+    /// A job claimed the right to add the operation to a queue.
+    var queueClaimed = false
 
     init(_ observer: TrackedTask) {
       observers = [observer]
@@ -33,22 +35,27 @@ enum CompletionBlockHook {
     return stripes[Int((address >> 4) % UInt(stripeCount))]
   }
 
-  /// Arranges for `node` to be signalled once `operation` finished. Returns the hook if the
-  /// caller installed the wrapper (it must then call ``signalIfFinishedWhileWrapping(_:_:)``
-  /// after queueing the operation); `nil` if `node` joined another job's wrapper.
-  static func observe(_ operation: Operation, by node: TrackedTask) -> Hook? {
+  /// Arranges for `node` to be signalled once `operation` finished and, if `claimingQueue`,
+  /// claims the right to add it to a queue (only one job gets it: adding an operation to two
+  /// queues is a fatal error in Foundation). Returns the hook if the caller installed the wrapper
+  /// (it must then call ``signalIfFinishedWhileWrapping(_:_:)`` unless it queued the operation
+  /// itself), `nil` if `node` joined another job's wrapper; and whether the claim succeeded.
+  static func observe(_ operation: Operation, by node: TrackedTask, claimingQueue: Bool) -> (Hook?, claimed: Bool) {
     let key = ObjectIdentifier(operation)
     let stripe = stripe(for: operation)
-    let (hook, installs): (Hook, Bool) = stripe.withLock { table in
+    let (hook, installs, claimed): (Hook, Bool, Bool) = stripe.withLock { table in
       if let existing = table[key], !existing.fired {
         existing.observers.append(node)
-        return (existing, false)
+        let claimed = !(claimingQueue && existing.queueClaimed)
+        existing.queueClaimed = existing.queueClaimed || claimingQueue
+        return (existing, false, claimed)
       }
       let hook = Hook(node)
+      hook.queueClaimed = claimingQueue
       table[key] = hook
-      return (hook, true)
+      return (hook, true, true)
     }
-    guard installs else { return nil }
+    guard installs else { return (nil, claimed) }
     // Read and write the block with no lock held: `completionBlock` may be overridden.
     let previous = operation.completionBlock
     stripe.withLock { _ in hook.previous = previous }
@@ -56,7 +63,7 @@ enum CompletionBlockHook {
       // Foundation holds the operation while its completionBlock runs.
       fire(hook, of: operation, runningPrevious: true)
     }
-    return hook
+    return (hook, true)
   }
 
   /// For the installer: if `operation` finished while its block was being wrapped, Foundation

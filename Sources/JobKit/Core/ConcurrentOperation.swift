@@ -165,6 +165,12 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
     state.withLock { $0.addObserver(observer) }
   }
 
+  /// Registers a job's `observer` and, if `claimingQueue`, claims the right to queue the
+  /// operation. `nil` when already finished; `false` when another job claimed the queueing.
+  func addFinishObserver(_ observer: any OperationFinishObserver, claimingQueue: Bool) -> Bool? {
+    state.withLock { $0.addObserver(observer, claimingQueue: claimingQueue) }
+  }
+
   /// Registers `observer` to be told when the operation starts. Returns `false` if it started.
   func setStartObserver(_ observer: any OperationStartObserver) -> Bool {
     state.withLock { $0.setStartObserver(observer) }

@@ -31,8 +31,8 @@ extension JobController {
       if observeStart, let operation = task as? ConcurrentOperation {
         _ = operation.setStartObserver(node)
       }
-      observeFinish(of: task, node: node, queue: queueNow ? queue : nil)
-      if waitsForSlot, let queue, jobState.withLock({ $0.admitOrWait(node) }) {
+      let mayQueue = observeFinish(of: task, node: node, queue: queue, queueNow: queueNow)
+      if waitsForSlot, mayQueue, let queue, jobState.withLock({ $0.admitOrWait(node) }) {
         enqueue(task, on: queue)
       }
       tracked = node
@@ -53,28 +53,46 @@ extension JobController {
     }
   }
 
-  /// Arranges for `node` to be signalled once `task` finished, and adds `task` to `queue`.
-  private func observeFinish(of task: Operation, node: TrackedTask, queue: OperationQueue?) {
+  /// Arranges for `node` to be signalled once `task` finished, and adds `task` to `queue` if
+  /// `queueNow`. When the job will queue the task (`queue` set, now or once it gets a slot), it
+  /// claims the queueing first. Returns `false` if another job claimed it: the task is observed
+  /// but this job never queues it (reported as ``JobKitError/Code/taskAlreadyQueued``).
+  private func observeFinish(of task: Operation, node: TrackedTask, queue: OperationQueue?, queueNow: Bool) -> Bool {
+    let claiming = queue != nil
     if let operation = task as? ConcurrentOperation {
-      if operation.addFinishObserver(node) {
-        if let queue {
+      switch operation.addFinishObserver(node, claimingQueue: claiming) {
+      case true?:
+        if let queue, queueNow {
           enqueue(operation, on: queue)
         }
-        return
+        return true
+      case false?:
+        reportAlreadyQueued(task)
+        return false
+      case nil:
+        break
       }
     } else if !task.isFinished {
-      let hook = CompletionBlockHook.observe(task, by: node)
-      if let queue, enqueue(task, on: queue) {
-        return
+      let (hook, claimed) = CompletionBlockHook.observe(task, by: node, claimingQueue: claiming)
+      if !claimed {
+        reportAlreadyQueued(task)
+      } else if let queue, queueNow, enqueue(task, on: queue) {
+        return true
       }
       if let hook {
         // Not queued here: the task may have finished while its block was being wrapped.
         CompletionBlockHook.signalIfFinishedWhileWrapping(task, hook)
       }
-      return
+      return claimed
     }
     reportMisuse(.taskAlreadyFinished, "\(type(of: task)) had already finished when tracked; routed at once")
     taskDidFinish(node)
+    return false
+  }
+
+  private func reportAlreadyQueued(_ task: Operation) {
+    reportMisuse(
+      .taskAlreadyQueued, "\(type(of: task)) is already queued by a job; tracked, not queued a second time")
   }
 
   /// Queues tasks that were waiting for a slot of their group's limit and just got one.

@@ -18,6 +18,7 @@ public struct JobKitError: Error, Hashable, Sendable, CustomStringConvertible {
       case trackedAfterJobFinished
       case taskAlreadyFinished
       case taskAlreadyRunning
+      case taskAlreadyQueued
       case invalidLimit
       case timedOut
       case spentBuilder
@@ -50,6 +51,10 @@ public struct JobKitError: Error, Hashable, Sendable, CustomStringConvertible {
     /// `trackAndQueue` was given a task that is already executing on some queue. The task is
     /// tracked but not queued a second time.
     public static let taskAlreadyRunning = Code(.taskAlreadyRunning)
+    /// `trackAndQueue` was given a task that a job (this one or another) already queues. The task
+    /// is tracked and routed when it finishes, but not added to a queue a second time (which is
+    /// a fatal error in Foundation).
+    public static let taskAlreadyQueued = Code(.taskAlreadyQueued)
     /// `setMaxConcurrentTasks` was given a limit below 1. The call is ignored.
     public static let invalidLimit = Code(.invalidLimit)
     /// Not a misuse: the error recorded for a task that was still running when its timeout

@@ -44,6 +44,8 @@ struct OperationState {
   var error: (any Error)?
   var observers = Observers.none
   var startObserver: (any OperationStartObserver)?
+  /// A job claimed the right to add the operation to a queue (see `addObserver(_:claimingQueue:)`).
+  var queueClaimed = false
   var misuses: [JobKitError] = []
 
   var isExecuting: Bool {
@@ -129,6 +131,18 @@ struct OperationState {
       all.append(observer)
       observers = .many(all)
     }
+    return true
+  }
+
+  /// Registers a job's observer; if `claimingQueue`, also claims the right to add the operation
+  /// to a queue, which only one job gets (adding an operation to two queues is a fatal error in
+  /// Foundation). Returns `nil` (and registers nothing) when already finished, else whether the
+  /// claim succeeded (`true` when not claiming).
+  mutating func addObserver(_ observer: any OperationFinishObserver, claimingQueue: Bool) -> Bool? {
+    guard addObserver(observer) else { return nil }
+    guard claimingQueue else { return true }
+    if queueClaimed { return false }
+    queueClaimed = true
     return true
   }
 

@@ -117,6 +117,40 @@ struct JobControllerHardeningTests {
     }
   }
 
+  /// Two jobs both asked to queue one task: Foundation would stop the process on the second
+  /// `addOperation`, so the second job reports it and only observes the task.
+  @Test(arguments: [false, true])
+  func twoJobsQueueingOneTaskQueueItOnceAndBothRouteIt(plain: Bool) async {
+    QuietMisuse.install
+    let release = Latch()
+    let manual = ManualTask("shared")
+    let shared: Operation = plain ? BlockOperation { release.wait() } : manual
+    let routed = Locked(0)
+    let firstTracked = Latch()
+    let first = ScriptedJob { job in
+      job.trackAndQueue(shared) { _ in routed.mutate { $0 += 1 } }
+      firstTracked.open()
+    }
+    let second = ScriptedJob { job in
+      firstTracked.wait()
+      job.trackAndQueue(shared) { _ in routed.mutate { $0 += 1 } }
+    }
+    first.startJob()
+    second.startJob()
+    #expect(await firstTracked.waitOpen())
+    #expect(await eventually { second.misuses.count == 1 })
+    release.open()
+    if !plain {
+      #expect(await manual.startedLatch.waitOpen())
+      manual.finish()
+    }
+    #expect(await first.finishedSoon(within: 10))
+    #expect(await second.finishedSoon(within: 10))
+    #expect(routed.value == 2)
+    #expect(first.misuses.isEmpty)
+    #expect(second.misuses.map(\.code) == [.taskAlreadyQueued])
+  }
+
   /// Defect 2: a failed attempt gives its group slot back, so the retry can run.
   @Test func aRetriedTaskInALimitedGroupGetsTheSlotBack() async throws {
     let clock = ManualClock()
