@@ -15,7 +15,9 @@ enum CompletionBlockHook {
   /// The observers of one plain operation. Its fields are only touched under its stripe's lock.
   final class Hook: @unchecked Sendable {
     // @unchecked Sendable: mutable fields are guarded by the registry stripe's lock.
-    var observers: [TrackedTask]
+    /// The installing job's node, and those of jobs that joined (rare: no array for one job).
+    let first: TrackedTask
+    var others: [TrackedTask] = []
     /// The operation's own block, known once the installer read it.
     var previous: (@Sendable () -> Void)?
     var fired = false
@@ -23,7 +25,7 @@ enum CompletionBlockHook {
     var queueClaimed = false
 
     init(_ observer: TrackedTask) {
-      observers = [observer]
+      first = observer
     }
   }
 
@@ -35,27 +37,38 @@ enum CompletionBlockHook {
     return stripes[Int((address >> 4) % UInt(stripeCount))]
   }
 
+  enum Observation {
+    /// `node` installs the wrapper: the caller must call ``signalIfFinishedWhileWrapping(_:_:)``
+    /// unless it queued the operation itself. `claimed`: it may queue it.
+    case installed(Hook, claimed: Bool)
+    /// `node` joined another job's wrapper. `claimed`: it may queue the operation.
+    case joined(claimed: Bool)
+    /// `node`'s job already observes the operation: nothing registered.
+    case duplicate
+  }
+
   /// Arranges for `node` to be signalled once `operation` finished and, if `claimingQueue`,
   /// claims the right to add it to a queue (only one job gets it: adding an operation to two
-  /// queues is a fatal error in Foundation). Returns the hook if the caller installed the wrapper
-  /// (it must then call ``signalIfFinishedWhileWrapping(_:_:)`` unless it queued the operation
-  /// itself), `nil` if `node` joined another job's wrapper; and whether the claim succeeded.
-  static func observe(_ operation: Operation, by node: TrackedTask, claimingQueue: Bool) -> (Hook?, claimed: Bool) {
+  /// queues is a fatal error in Foundation).
+  static func observe(_ operation: Operation, by node: TrackedTask, claimingQueue: Bool) -> Observation {
     let key = ObjectIdentifier(operation)
     let stripe = stripe(for: operation)
-    let (hook, installs, claimed): (Hook, Bool, Bool) = stripe.withLock { table in
+    let (hook, joined): (Hook?, Observation?) = stripe.withLock { table in
       if let existing = table[key], !existing.fired {
-        existing.observers.append(node)
+        if existing.first.job === node.job || existing.others.contains(where: { $0.job === node.job }) {
+          return (nil, .duplicate)
+        }
+        existing.others.append(node)
         let claimed = !(claimingQueue && existing.queueClaimed)
         existing.queueClaimed = existing.queueClaimed || claimingQueue
-        return (existing, false, claimed)
+        return (nil, .joined(claimed: claimed))
       }
       let hook = Hook(node)
       hook.queueClaimed = claimingQueue
       table[key] = hook
-      return (hook, true, true)
+      return (hook, nil)
     }
-    guard installs else { return (nil, claimed) }
+    guard let hook else { return joined ?? .duplicate }
     // Read and write the block with no lock held: `completionBlock` may be overridden.
     let previous = operation.completionBlock
     stripe.withLock { _ in hook.previous = previous }
@@ -63,7 +76,7 @@ enum CompletionBlockHook {
       // Foundation holds the operation while its completionBlock runs.
       fire(hook, of: operation, runningPrevious: true)
     }
-    return (hook, true)
+    return .installed(hook, claimed: true)
   }
 
   /// For the installer: if `operation` finished while its block was being wrapped, Foundation
@@ -83,23 +96,23 @@ enum CompletionBlockHook {
 
   private static func fire(_ hook: Hook, of operation: Operation, runningPrevious: Bool) {
     let key = ObjectIdentifier(operation)
-    let (observers, previous): ([TrackedTask], (@Sendable () -> Void)?) = stripe(for: operation).withLock {
-      table in
+    let (fires, previous): (Bool, (@Sendable () -> Void)?) = stripe(for: operation).withLock { table in
       let previous = hook.previous
-      guard !hook.fired else { return ([], previous) }
+      guard !hook.fired else { return (false, previous) }
       hook.fired = true
       if table[key] === hook {
         table.removeValue(forKey: key)
       }
-      let observers = hook.observers
-      hook.observers = []
-      return (observers, previous)
+      return (true, previous)
     }
     if runningPrevious {
       operation.completionBlock = previous
       previous?()
     }
-    for node in observers {
+    guard fires else { return }
+    // `first` and `others` no longer change once `fired` is set.
+    hook.first.job.taskDidFinish(hook.first)
+    for node in hook.others {
       node.job.taskDidFinish(node)
     }
   }

@@ -166,8 +166,10 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
   }
 
   /// Registers a job's `observer` and, if `claimingQueue`, claims the right to queue the
-  /// operation. `nil` when already finished; `false` when another job claimed the queueing.
-  func addFinishObserver(_ observer: any OperationFinishObserver, claimingQueue: Bool) -> Bool? {
+  /// operation. See ``OperationState/JobObservation``.
+  func addFinishObserver(
+    _ observer: any OperationFinishObserver, claimingQueue: Bool
+  ) -> OperationState.JobObservation {
     state.withLock { $0.addObserver(observer, claimingQueue: claimingQueue) }
   }
 

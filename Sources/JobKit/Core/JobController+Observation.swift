@@ -96,7 +96,7 @@ extension JobController: ProgressReporting {
   /// The text of ``JobController/debugDescription``.
   func debugText() -> String {
     let summary = jobState.withLock { $0.debugSummary() }
-    var lines = ["<\(type(of: self)) \(summary.lifecycle), \(summary.unfinished) unfinished task(s)"]
+    var lines = ["<\(type(of: self)) \(summary.phase), \(summary.unfinished) unfinished task(s)"]
     for group in summary.groups {
       var line = "  \(group.name): \(group.unfinished) unfinished"
       if let limit = group.limit {

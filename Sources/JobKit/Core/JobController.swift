@@ -125,11 +125,18 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// ``ConcurrentOperation/waitForFinish()`` instead: JobKit cannot see that submission, and
   /// adding an operation to a queue twice is a fatal error in Foundation.
   public func run() async throws {
+    submitUnlessSubmitted(to: Self.sharedJobQueue)
+    try await waitForFinishCancellingOnTaskCancel()
+  }
+
+  /// Adds the job to `queue` unless ``startJob()`` or ``run()`` already submitted it or it already
+  /// started, without reporting ``JobKitError/Code/startedTwice`` (``run()`` and `runAndWait()`
+  /// start a job only if nobody did).
+  func submitUnlessSubmitted(to queue: OperationQueue) {
     let needsSubmission = jobState.withLock { $0.submit() } && !isExecuting && !isFinished
     if needsSubmission {
-      Self.sharedJobQueue.addOperation(self)
+      queue.addOperation(self)
     }
-    try await waitForFinishCancellingOnTaskCancel()
   }
 
   // MARK: - Tracking
@@ -169,7 +176,7 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// for that group. Safe from any thread; set it before the group's tasks finish. The job drops
   /// its handlers when it finishes.
   public func setCompletion<T: Operation>(forGroup group: T.Type, _ handler: @escaping @Sendable () -> Void) {
-    jobState.withLock { $0.group(for: group).handler = handler }
+    jobState.withLock { $0.registry.group(for: group).handler = handler }
   }
 
   // MARK: - Stopping
@@ -214,7 +221,7 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// Runs `main()`, then routes finished tasks. Subclasses override `main()`, not this.
   public final override func operationStart() {
     let thread = currentThreadID()
-    if jobState.withLock({ $0.beginMain(on: thread) }) {
+    if withJobState({ $0.beginMain(on: thread) }) {
       main()
     }
     jobState.withLock { $0.mainReturned() }
@@ -235,7 +242,7 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
     // queue start the job (corelibs schedules a cancelled operation at once) before its own
     // `stop(.cancelled)` ran, and nothing may be routed as if the job ran normally.
     stop(.cancelled)
-    _ = jobState.withLock { $0.beginMain(on: currentThreadID()) }
+    _ = withJobState { $0.beginMain(on: currentThreadID()) }
     jobState.withLock { $0.mainReturned() }
     route()
   }

@@ -33,14 +33,49 @@ public enum JobEvent: Sendable {
   }
 }
 
-/// The listeners of one job's events and the per-task timing they need. Lives inside `JobState`.
+/// An event recorded under the job's lock, stamped with the time when it is delivered (no clock
+/// is read under a lock). Durations come from instants the job read before taking its lock.
+enum PendingJobEvent {
+  case started
+  case taskTracked(task: String, group: String)
+  case taskStarted(task: String, group: String)
+  case taskFinished(task: String, group: String, duration: Duration, error: (any Error)?)
+  case groupFinished(group: String)
+  case allTasksFinished
+  case finished(error: (any Error)?)
+
+  func stamped(_ at: ContinuousClock.Instant) -> JobEvent {
+    switch self {
+    case .started: return .started(at: at)
+    case .taskTracked(let task, let group): return .taskTracked(task: task, group: group, at: at)
+    case .taskStarted(let task, let group): return .taskStarted(task: task, group: group, at: at)
+    case .taskFinished(let task, let group, let duration, let error):
+      return .taskFinished(task: task, group: group, duration: duration, error: error, at: at)
+    case .groupFinished(let group): return .groupFinished(group: group, at: at)
+    case .allTasksFinished: return .allTasksFinished(at: at)
+    case .finished(let error): return .finished(error: error, at: at)
+    }
+  }
+}
+
+/// The listeners of one job's events and the events waiting to reach them. Lives inside
+/// `JobState`, under the job's lock, which records events in the order of the state changes
+/// they describe; delivery happens after the lock is released, by one thread at a time (the
+/// first thread that finds events waiting while nobody delivers), so the order is kept without
+/// resuming any consumer under a lock.
 struct JobEventListeners {
   private var continuations: [UInt64: AsyncStream<JobEvent>.Continuation] = [:]
   private var nextID: UInt64 = 0
+  private var pending: [PendingJobEvent] = []
+  private var isDelivering = false
+  /// The job finished: once the waiting events are delivered, the streams end.
+  private var isClosing = false
 
   var isEmpty: Bool { continuations.isEmpty }
 
-  mutating func add(_ continuation: AsyncStream<JobEvent>.Continuation) -> UInt64 {
+  /// Adds a listener. Returns `nil` once the job finished.
+  mutating func add(_ continuation: AsyncStream<JobEvent>.Continuation) -> UInt64? {
+    guard !isClosing else { return nil }
     nextID += 1
     continuations[nextID] = continuation
     return nextID
@@ -50,20 +85,45 @@ struct JobEventListeners {
     continuations[id] = nil
   }
 
-  /// Delivers `event` to every listener. Called under the job's lock so that events keep the
-  /// order of the state changes they describe; `yield` only buffers the event and resumes a
-  /// waiting consumer, it never runs the consumer's code on this thread.
-  func yield(_ event: @autoclosure () -> JobEvent) {
+  /// Records `event` for delivery if anybody listens.
+  mutating func yield(_ event: @autoclosure () -> PendingJobEvent) {
     guard !continuations.isEmpty else { return }
-    let event = event()
-    for continuation in continuations.values {
-      continuation.yield(event)
-    }
+    pending.append(event())
   }
 
-  /// Removes and returns every listener, to be finished after the lock is released.
-  mutating func removeAll() -> [AsyncStream<JobEvent>.Continuation] {
-    defer { continuations = [:] }
-    return Array(continuations.values)
+  /// The job finished: the streams end after the events recorded so far.
+  mutating func close() {
+    isClosing = true
+  }
+
+  /// One batch for the delivering thread: stamp and yield `events` to `listeners`, then finish
+  /// them if `close`.
+  struct Delivery {
+    let listeners: [AsyncStream<JobEvent>.Continuation]
+    let events: [PendingJobEvent]
+    let close: Bool
+  }
+
+  /// After a transition: returns `true` if the caller must deliver (events wait and nobody
+  /// delivers); it then calls ``nextDelivery()`` until that returns `nil`.
+  mutating func beginDelivery() -> Bool {
+    guard !isDelivering, !pending.isEmpty || (isClosing && !continuations.isEmpty) else { return false }
+    isDelivering = true
+    return true
+  }
+
+  /// For the delivering thread: the next batch, or `nil` when nothing is left (delivery ends).
+  mutating func nextDelivery() -> Delivery? {
+    if pending.isEmpty, !(isClosing && !continuations.isEmpty) {
+      isDelivering = false
+      return nil
+    }
+    let events = pending
+    pending = []
+    if isClosing {
+      defer { continuations = [:] }
+      return Delivery(listeners: Array(continuations.values), events: events, close: true)
+    }
+    return Delivery(listeners: Array(continuations.values), events: events, close: false)
   }
 }

@@ -3,6 +3,12 @@
 /// notifications were posted, with no JobKit lock held.
 protocol OperationFinishObserver: AnyObject, Sendable {
   func operationDidFinish(_ operation: ConcurrentOperation)
+  /// The job this observer belongs to, if any: a job observes an operation at most once.
+  var observingJob: ObjectIdentifier? { get }
+}
+
+extension OperationFinishObserver {
+  var observingJob: ObjectIdentifier? { nil }
 }
 
 /// Something that wants to know when a ``ConcurrentOperation`` starts (a job whose events are
@@ -134,16 +140,28 @@ struct OperationState {
     return true
   }
 
+  enum JobObservation: Equatable {
+    /// Registered; `claimed` unless the queueing was claimed by another job first.
+    case observing(claimed: Bool)
+    /// The observer's job already observes the operation: nothing registered.
+    case alreadyObserved
+    /// The operation finished: nothing registered.
+    case finished
+  }
+
   /// Registers a job's observer; if `claimingQueue`, also claims the right to add the operation
   /// to a queue, which only one job gets (adding an operation to two queues is a fatal error in
-  /// Foundation). Returns `nil` (and registers nothing) when already finished, else whether the
-  /// claim succeeded (`true` when not claiming).
-  mutating func addObserver(_ observer: any OperationFinishObserver, claimingQueue: Bool) -> Bool? {
-    guard addObserver(observer) else { return nil }
-    guard claimingQueue else { return true }
-    if queueClaimed { return false }
+  /// Foundation). A job that already observes the operation registers nothing.
+  mutating func addObserver(_ observer: any OperationFinishObserver, claimingQueue: Bool) -> JobObservation {
+    guard phase != .finished else { return .finished }
+    if let job = observer.observingJob, observers.all.contains(where: { $0.observingJob == job }) {
+      return .alreadyObserved
+    }
+    _ = addObserver(observer)
+    guard claimingQueue else { return .observing(claimed: true) }
+    if queueClaimed { return .observing(claimed: false) }
     queueClaimed = true
-    return true
+    return .observing(claimed: true)
   }
 
   mutating func removeObserver(_ observer: any OperationFinishObserver) {

@@ -16,6 +16,11 @@ class TrackedTask: OperationFinishObserver, OperationStartObserver, @unchecked S
   /// finishing on the calling thread).
   unowned(unsafe) let operation: Operation
   var isSignalled = false
+  /// Links of the job's list of unfinished tasks (see `TaskRegistry`), guarded by its lock. The
+  /// list holds the nodes through `next`.
+  var next: TrackedTask?
+  unowned(unsafe) var previous: TrackedTask?
+  var isRegistered = false
   /// Bookkeeping for the optional features (group limits, timeout, retry, events); `nil` for a
   /// plain tracked task, so those features cost nothing when unused. Set before publication (in
   /// `makeNode` or in the job's `track` transition), never replaced; its fields are guarded by
@@ -29,8 +34,19 @@ class TrackedTask: OperationFinishObserver, OperationStartObserver, @unchecked S
     self.group = group
   }
 
+  /// The node's extras, created if missing. Only before the node is published (in the job's
+  /// `track` transition), under the job's lock.
+  func extrasForUpdate() -> TaskExtras {
+    if let extras { return extras }
+    let created = TaskExtras()
+    extras = created
+    return created
+  }
+
   /// Calls the completion closure given to `track`, if any. Returns `false` when there is none.
   func deliverCompletion(_ task: Operation) -> Bool { false }
+
+  var observingJob: ObjectIdentifier? { ObjectIdentifier(job) }
 
   func operationDidFinish(_ operation: ConcurrentOperation) {
     job.taskDidFinish(self)
@@ -77,6 +93,9 @@ final class TaskExtras: @unchecked Sendable {
   var retryPending = false
   /// The timer of that delay, once scheduled.
   var retryTimer: (any JobTimer)?
+  /// Events are listened to for this task: its start and finish are timed. Set before the node
+  /// is published, never changed, so it may be read without the lock.
+  var observesEvents = false
   /// For events: when the task was tracked, started (if observed) and finished.
   var trackedAt: ContinuousClock.Instant?
   var startedAt: ContinuousClock.Instant?
@@ -99,70 +118,5 @@ final class RetryAttempt: Sendable {
     self.number = number
     self.policy = policy
     self.trackNext = trackNext
-  }
-}
-
-/// The tasks of one dynamic type ("group") in a job: how many are unfinished and the group's own
-/// completion handler. Only touched under the job's lock.
-final class TaskGroupEntry: @unchecked Sendable {
-  // @unchecked Sendable: every mutable field is guarded by the owning job's lock.
-  let type: Operation.Type
-  /// The group's name for events and failures (the type's name), made once.
-  private(set) lazy var name = String(describing: type)
-  var unfinished = 0
-  var handler: (@Sendable () -> Void)?
-  /// At most this many of the group's job-queued tasks execute at once (`nil`: no limit).
-  var limit: Int?
-  /// How many of the group's tasks hold a slot.
-  var running = 0
-  /// Tasks waiting for a slot, in tracking order, from `waitingHead` on.
-  private var waiting: [TrackedTask] = []
-  private var waitingHead = 0
-
-  var waitingCount: Int { waiting.count - waitingHead }
-
-  func enqueueWaiting(_ node: TrackedTask) {
-    waiting.append(node)
-  }
-
-  /// Counts `node` as one of the group's running tasks until it finishes.
-  func giveSlot(to node: TrackedTask) {
-    running += 1
-    node.extras?.holdsSlot = true
-  }
-
-  /// Gives free slots to waiting tasks, in order. Returns the admitted ones.
-  func admitWaiting() -> [TrackedTask] {
-    var admitted: [TrackedTask] = []
-    while let limit, running < limit, waitingHead < waiting.count {
-      let node = waiting[waitingHead]
-      waitingHead += 1
-      giveSlot(to: node)
-      admitted.append(node)
-    }
-    compactWaiting()
-    return admitted
-  }
-
-  /// Removes and returns every waiting task (on stop).
-  func removeAllWaiting() -> [TrackedTask] {
-    let all = Array(waiting[waitingHead...])
-    waiting = []
-    waitingHead = 0
-    return all
-  }
-
-  private func compactWaiting() {
-    if waitingHead == waiting.count {
-      waiting.removeAll(keepingCapacity: true)
-      waitingHead = 0
-    } else if waitingHead > 1024, waitingHead * 2 > waiting.count {
-      waiting.removeFirst(waitingHead)
-      waitingHead = 0
-    }
-  }
-
-  init(type: Operation.Type) {
-    self.type = type
   }
 }

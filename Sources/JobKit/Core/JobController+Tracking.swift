@@ -1,0 +1,152 @@
+import Foundation
+
+extension JobController {
+  /// Registers `task` (with the node `makeNode` builds), hooks its finish and queues it on
+  /// `queue` (unless it waits for a slot of its group's limit). When called from `main()`, first
+  /// routes the tasks that already finished. Returns the node, or `nil` if it was not tracked.
+  @discardableResult
+  func track(
+    _ task: Operation,
+    queue: OperationQueue?,
+    replacing previous: TrackedTask? = nil,
+    makeNode: (TaskGroupEntry) -> TrackedTask
+  ) -> TrackedTask? {
+    let outcome = jobState.withLock { $0.track(task, queue: queue, replacing: previous, makeNode: makeNode) }
+    var tracked: TrackedTask?
+    switch outcome {
+    case .jobFinished:
+      reportMisuse(
+        .trackedAfterJobFinished,
+        "\(type(of: task)) was tracked after the job finished; it was neither tracked nor queued"
+      )
+    case .tracked(let node, let cancel, let queueNow, let waitsForSlot, let observesEvents, let publish):
+      if let publish {
+        publishProgress(to: publish)
+      }
+      if cancel {
+        task.cancel()
+      }
+      switch observeFinish(of: task, node: node, queue: queue, queueNow: queueNow) {
+      case .duplicate:
+        if let publish = jobState.withLock({ $0.untrackDuplicate(node) }) {
+          publishProgress(to: publish)
+        }
+        reportMisuse(.taskAlreadyTracked, "\(type(of: task)) is already tracked by this job; ignored")
+      case .observed(let mayQueue):
+        if observesEvents {
+          confirmTracked(task, node: node)
+        }
+        if waitsForSlot, mayQueue, let queue, jobState.withLock({ $0.admitOrWait(node) }) {
+          enqueue(task, on: queue)
+        }
+        tracked = node
+      }
+    }
+    routeFinishedInMain()
+    return tracked
+  }
+
+  /// Events are listened to: emits `taskTracked` and registers for the task's start.
+  private func confirmTracked(_ task: Operation, node: TrackedTask) {
+    let name = task.name
+    let now = ContinuousClock.now
+    withJobState { $0.confirmTracked(node, name: name, at: now) }
+    if let operation = task as? ConcurrentOperation {
+      _ = operation.setStartObserver(node)
+    }
+  }
+
+  /// If the caller is `main()`, routes (per-task callbacks only) the tasks that finished so far,
+  /// so a `main()` that tracks many tasks does not hold every finished one until it returns.
+  private func routeFinishedInMain() {
+    var batch = jobState.withLock { $0.beginRoutingInMain(on: currentThreadID()) }
+    while !batch.isEmpty {
+      for node in batch {
+        routeOne(node)
+      }
+      batch = jobState.withLock { $0.nextBatchInMain() }
+    }
+  }
+
+  private enum Observation {
+    /// The job now hears of the task's finish; `mayQueue` unless another job queues it.
+    case observed(mayQueue: Bool)
+    /// This job already tracks the task: the new node must be dropped.
+    case duplicate
+  }
+
+  /// Arranges for `node` to be signalled once `task` finished, and adds `task` to `queue` if
+  /// `queueNow`. When the job will queue the task (`queue` set, now or once it gets a slot), it
+  /// claims the queueing first; if another job claimed it, the task is observed but this job
+  /// never queues it (reported as ``JobKitError/Code/taskAlreadyQueued``).
+  private func observeFinish(
+    of task: Operation, node: TrackedTask, queue: OperationQueue?, queueNow: Bool
+  ) -> Observation {
+    let claiming = queue != nil
+    if let operation = task as? ConcurrentOperation {
+      switch operation.addFinishObserver(node, claimingQueue: claiming) {
+      case .observing(claimed: true):
+        if let queue, queueNow {
+          enqueue(operation, on: queue)
+        }
+        return .observed(mayQueue: true)
+      case .observing(claimed: false):
+        reportAlreadyQueued(task)
+        return .observed(mayQueue: false)
+      case .alreadyObserved:
+        return .duplicate
+      case .finished:
+        break
+      }
+    } else if !task.isFinished {
+      switch CompletionBlockHook.observe(task, by: node, claimingQueue: claiming) {
+      case .duplicate:
+        return .duplicate
+      case .joined(claimed: false), .installed(_, claimed: false):
+        reportAlreadyQueued(task)
+        return .observed(mayQueue: false)
+      case .joined(claimed: true):
+        if let queue, queueNow {
+          enqueue(task, on: queue)
+        }
+        return .observed(mayQueue: true)
+      case .installed(let hook, claimed: true):
+        if let queue, queueNow, enqueue(task, on: queue) {
+          return .observed(mayQueue: true)
+        }
+        // Not queued here: the task may have finished while its block was being wrapped.
+        CompletionBlockHook.signalIfFinishedWhileWrapping(task, hook)
+        return .observed(mayQueue: true)
+      }
+    }
+    reportMisuse(.taskAlreadyFinished, "\(type(of: task)) had already finished when tracked; routed at once")
+    taskDidFinish(node)
+    return .observed(mayQueue: false)
+  }
+
+  private func reportAlreadyQueued(_ task: Operation) {
+    reportMisuse(
+      .taskAlreadyQueued, "\(type(of: task)) is already queued by a job; tracked, not queued a second time")
+  }
+
+  /// Queues tasks that were waiting for a slot of their group's limit and just got one.
+  func queueAdmitted(_ nodes: [TrackedTask]) {
+    for node in nodes {
+      if let task = node.task, let queue = node.extras?.pendingQueue {
+        enqueue(task, on: queue)
+      }
+    }
+  }
+
+  /// Adds `task` to `queue` unless it is already executing (a second `addOperation` would be a
+  /// fatal error in Foundation). Returns whether it was added.
+  @discardableResult
+  func enqueue(_ task: Operation, on queue: OperationQueue) -> Bool {
+    if task.isExecuting || task.isFinished {
+      reportMisuse(.taskAlreadyRunning, "\(type(of: task)) is already running; tracked, not queued again")
+      return false
+    }
+    queue.addOperation(task)
+    return true
+  }
+}

@@ -1,0 +1,36 @@
+import Foundation
+
+/// Per-group limits: at most `limit` of a group's job-queued tasks hold a slot at once; the rest
+/// wait in their group's line, in tracking order.
+extension JobState {
+  /// `node`, tracked with `waitsForSlot`, is observed now: it takes a free slot of its group if
+  /// nobody waits for one (returns `true`: the caller queues it), else waits in line (`false`).
+  /// A stopping job lets it go at once (`true`): it was cancelled and finishes without running.
+  mutating func admitOrWait(_ node: TrackedTask) -> Bool {
+    guard !node.isSignalled else { return false }
+    let group = node.group
+    guard !phase.isStopping, let limit = group.limit else { return true }
+    if group.running < limit, group.waitingCount == 0 {
+      group.giveSlot(to: node)
+      return true
+    }
+    group.enqueueWaiting(node)
+    return false
+  }
+
+  /// Sets a group's limit. Returns the waiting tasks it admits, to be queued by the caller.
+  mutating func setLimit(_ limit: Int, for type: Operation.Type) -> [TrackedTask] {
+    let group = registry.group(for: type)
+    group.limit = limit
+    return phase.isStopping ? [] : group.admitWaiting()
+  }
+
+  /// `node` no longer runs (it finished, or a failed attempt waits for its retry): it gives its
+  /// slot back. Returns the waiting tasks admitted to it, to be queued by the caller.
+  mutating func releaseSlot(of node: TrackedTask) -> [TrackedTask] {
+    guard let extras = node.extras, extras.holdsSlot else { return [] }
+    extras.holdsSlot = false
+    node.group.running -= 1
+    return phase.isStopping ? [] : node.group.admitWaiting()
+  }
+}

@@ -1,0 +1,88 @@
+import Foundation
+
+/// Timeouts and retry delays. Each is armed (a flag, under the lock) before its timer is
+/// scheduled on the job's clock with no lock held, then the timer is recorded, so a timer that
+/// fires or is disarmed in between is never lost or left running.
+extension JobState {
+  /// A timeout is about to be scheduled for `node`. Returns `false` if the task already finished
+  /// (or the job stops): then no timeout is needed.
+  mutating func armTimeout(for node: TrackedTask) -> Bool {
+    guard !node.isSignalled, !phase.isStopping, let extras = node.extras else { return false }
+    extras.timeoutArmed = true
+    return true
+  }
+
+  /// The timeout's timer was scheduled. Returns `false` if it is no longer needed (the task
+  /// finished, the job stopped or the timeout already fired): the caller cancels it.
+  mutating func timeoutScheduled(_ timer: any JobTimer, for node: TrackedTask) -> Bool {
+    guard let extras = node.extras, extras.timeoutArmed else { return false }
+    extras.timeout = timer
+    return true
+  }
+
+  /// `node`'s task while its timeout is armed.
+  func armedTask(of node: TrackedTask) -> Operation? {
+    guard !node.isSignalled, node.extras?.timeoutArmed == true else { return nil }
+    return node.task
+  }
+
+  /// `node`'s timeout expired (the caller saw its task unfinished). Returns the task to cancel,
+  /// or `nil` if the task finished (or the job stopped) meanwhile.
+  mutating func timeoutExpired(for node: TrackedTask) -> Operation? {
+    guard !node.isSignalled, let extras = node.extras, extras.timeoutArmed, let task = node.task else { return nil }
+    extras.timeoutArmed = false
+    extras.timeout = nil
+    extras.timedOut = true
+    return task
+  }
+
+  /// Whether `node`'s task timed out.
+  func timedOut(_ node: TrackedTask) -> Bool {
+    node.extras?.timedOut == true
+  }
+
+  /// An attempt of a retried task failed and may be retried. Returns `nil` if the job is
+  /// stopping (the attempt is then routed as the last one); otherwise the attempt gives back its
+  /// group slot, and the result lists the waiting tasks that slot admits (the caller queues
+  /// them). The next attempt waits for a slot like any new task.
+  mutating func beginRetry(of node: TrackedTask) -> [TrackedTask]? {
+    guard !phase.isStopping, !node.isSignalled, let extras = node.extras else { return nil }
+    extras.retryPending = true
+    return releaseSlot(of: node)
+  }
+
+  /// The retry delay's timer was scheduled. Returns `false` if it is no longer needed (a stop
+  /// routed the failed attempt): the caller cancels it.
+  mutating func retryScheduled(_ timer: any JobTimer, for node: TrackedTask) -> Bool {
+    guard let extras = node.extras, extras.retryPending else { return false }
+    extras.retryTimer = timer
+    return true
+  }
+
+  /// The retry delay ended. Returns `true` if the caller must now track the next attempt
+  /// (`false` if a stop already routed the failed attempt).
+  mutating func claimRetry(of node: TrackedTask) -> Bool {
+    guard let extras = node.extras, extras.retryPending, !phase.isStopping else { return false }
+    extras.retryPending = false
+    extras.retryTimer = nil
+    return true
+  }
+}
+
+extension TaskExtras {
+  /// Disarms the timeout. Returns its timer, to cancel, if one was scheduled.
+  func disarmTimeout() -> [any JobTimer] {
+    timeoutArmed = false
+    defer { timeout = nil }
+    return timeout.map { [$0] } ?? []
+  }
+
+  /// Ends a pending retry delay, if there is one. Returns `nil` if none was pending, else the
+  /// delay's timer (if scheduled), to cancel.
+  func endPendingRetry() -> [any JobTimer]? {
+    guard retryPending else { return nil }
+    retryPending = false
+    defer { retryTimer = nil }
+    return retryTimer.map { [$0] } ?? []
+  }
+}

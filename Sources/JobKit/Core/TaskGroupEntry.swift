@@ -1,0 +1,66 @@
+import Foundation
+
+/// The tasks of one dynamic type ("group") in a job: how many are unfinished and the group's own
+/// completion handler. Only touched under the job's lock.
+final class TaskGroupEntry: @unchecked Sendable {
+  // @unchecked Sendable: every mutable field is guarded by the owning job's lock.
+  let type: Operation.Type
+  /// The group's name for events and failures (the type's name), made once.
+  private(set) lazy var name = String(describing: type)
+  var unfinished = 0
+  var handler: (@Sendable () -> Void)?
+  /// At most this many of the group's job-queued tasks execute at once (`nil`: no limit).
+  var limit: Int?
+  /// How many of the group's tasks hold a slot.
+  var running = 0
+  /// Tasks waiting for a slot, in tracking order, from `waitingHead` on.
+  private var waiting: [TrackedTask] = []
+  private var waitingHead = 0
+
+  var waitingCount: Int { waiting.count - waitingHead }
+
+  func enqueueWaiting(_ node: TrackedTask) {
+    waiting.append(node)
+  }
+
+  /// Counts `node` as one of the group's running tasks until it finishes.
+  func giveSlot(to node: TrackedTask) {
+    running += 1
+    node.extras?.holdsSlot = true
+  }
+
+  /// Gives free slots to waiting tasks, in order. Returns the admitted ones.
+  func admitWaiting() -> [TrackedTask] {
+    var admitted: [TrackedTask] = []
+    while let limit, running < limit, waitingHead < waiting.count {
+      let node = waiting[waitingHead]
+      waitingHead += 1
+      giveSlot(to: node)
+      admitted.append(node)
+    }
+    compactWaiting()
+    return admitted
+  }
+
+  /// Removes and returns every waiting task (on stop).
+  func removeAllWaiting() -> [TrackedTask] {
+    let all = Array(waiting[waitingHead...])
+    waiting = []
+    waitingHead = 0
+    return all
+  }
+
+  private func compactWaiting() {
+    if waitingHead == waiting.count {
+      waiting.removeAll(keepingCapacity: true)
+      waitingHead = 0
+    } else if waitingHead > 1024, waitingHead * 2 > waiting.count {
+      waiting.removeFirst(waitingHead)
+      waitingHead = 0
+    }
+  }
+
+  init(type: Operation.Type) {
+    self.type = type
+  }
+}

@@ -1,0 +1,121 @@
+import Foundation
+
+/// The tasks a job tracks: every unfinished one (an intrusive list of their nodes, so tracking
+/// and routing a task never hashes it), the finished ones waiting to be routed in the order they
+/// finished, and the per-type groups with their counts and handlers.
+///
+/// Whether a task is tracked twice is not decided here but where the task's finish is observed
+/// (its ``ConcurrentOperation`` state, or the `completionBlock` hook), which sees every job
+/// tracking it. Only touched under the job's lock.
+struct TaskRegistry {
+  /// How many tracked tasks have not been routed yet.
+  private(set) var count = 0
+  private var head: TrackedTask?
+  /// Tasks that finished and wait to be routed, in the order they finished.
+  private(set) var finished: [TrackedTask] = []
+  /// Per dynamic task type: unfinished count, handler and limit.
+  private(set) var groups: [ObjectIdentifier: TaskGroupEntry] = [:]
+  /// The group of the most recently tracked task: most jobs track runs of one type.
+  private var lastGroup: TaskGroupEntry?
+  /// Groups that reached zero while `main()` ran; their callbacks are due once it returned.
+  private var groupsDueAfterMain: [TaskGroupEntry] = []
+
+  var isEmpty: Bool { count == 0 }
+
+  /// The group of tasks of dynamic type `type`, made on first use.
+  mutating func group(for type: Operation.Type) -> TaskGroupEntry {
+    if let lastGroup, lastGroup.type == type { return lastGroup }
+    let key = ObjectIdentifier(type)
+    let entry: TaskGroupEntry
+    if let existing = groups[key] {
+      entry = existing
+    } else {
+      entry = TaskGroupEntry(type: type)
+      groups[key] = entry
+    }
+    lastGroup = entry
+    return entry
+  }
+
+  /// Adds an unfinished task's node.
+  mutating func insert(_ node: TrackedTask) {
+    node.next = head
+    head?.previous = node
+    head = node
+    node.isRegistered = true
+    count += 1
+    node.group.unfinished += 1
+  }
+
+  /// Removes a node (routed, or a replaced retry attempt). Returns `true` if `node` was its
+  /// group's last unfinished task.
+  @discardableResult
+  mutating func remove(_ node: TrackedTask) -> Bool {
+    guard node.isRegistered else { return false }
+    node.isRegistered = false
+    if let previous = node.previous {
+      previous.next = node.next
+    } else {
+      head = node.next
+    }
+    node.next?.previous = node.previous
+    node.next = nil
+    node.previous = nil
+    count -= 1
+    node.group.unfinished -= 1
+    return node.group.unfinished == 0
+  }
+
+  /// Every unfinished node, newest first. Do not insert or remove while iterating.
+  var nodes: Nodes { Nodes(current: head) }
+
+  struct Nodes: Sequence, IteratorProtocol {
+    fileprivate var current: TrackedTask?
+
+    mutating func next() -> TrackedTask? {
+      defer { current = current?.next }
+      return current
+    }
+  }
+
+  mutating func appendFinished(_ node: TrackedTask) {
+    finished.append(node)
+  }
+
+  mutating func takeFinished() -> [TrackedTask] {
+    defer { finished = [] }
+    return finished
+  }
+
+  /// `group` reached zero while `main()` ran: its callback is due once `main()` returned.
+  mutating func deferGroupCallback(_ group: TaskGroupEntry) {
+    if !groupsDueAfterMain.contains(where: { $0 === group }) {
+      groupsDueAfterMain.append(group)
+    }
+  }
+
+  /// The next deferred group that is still at zero, if any.
+  mutating func nextDeferredGroup() -> TaskGroupEntry? {
+    while !groupsDueAfterMain.isEmpty {
+      let group = groupsDueAfterMain.removeFirst()
+      if group.unfinished == 0 { return group }
+    }
+    return nil
+  }
+
+  /// The job finished: drop the groups (and their handlers, which may capture the job).
+  mutating func dropGroups() {
+    groups = [:]
+    lastGroup = nil
+    groupsDueAfterMain = []
+  }
+
+  /// Unlinks every node one by one (a long chain of strong `next` links would otherwise be freed
+  /// recursively when an abandoned job is freed).
+  mutating func removeAll() {
+    while let node = head {
+      remove(node)
+    }
+    finished = []
+  }
+}
