@@ -40,8 +40,9 @@ final class CompareRanges: ConcurrentOperation, @unchecked Sendable {
   /// Progress of the current unit not yet reported: never more than its size, so that the
   /// phase's progress never passes its total when a reference is read in several rounds.
   private var unreported: Int64 = 0
-  private let reference = ReadBuffer()
-  private let other = ReadBuffer()
+  // Allocated when the task starts, not when it is queued: many tasks may wait in the queue.
+  private var reference = ReadBuffer(size: 0)
+  private var other = ReadBuffer(size: 0)
 
   init(catalog: FileCatalog, units: [CompareUnit], status: ProgressStatus) {
     self.catalog = catalog
@@ -50,6 +51,9 @@ final class CompareRanges: ConcurrentOperation, @unchecked Sendable {
   }
 
   override func operationStart() {
+    let largest = units.reduce(0) { max($0, $1.length) }
+    reference = ReadBuffer(size: Int(min(largest, Int64(FileInput.chunkSize))))
+    other = ReadBuffer(size: Int(min(largest, Int64(FileInput.chunkSize))))
     for unit in units {
       if isCancelled { break }
       unreported = unit.length * Int64(unit.members.count)

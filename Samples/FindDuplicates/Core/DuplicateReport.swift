@@ -22,9 +22,12 @@ public struct DuplicateSet: Sendable, Equatable {
 
 /// A file or directory that was left out because it could not be read, and why.
 public struct SkippedItem: Sendable, Equatable {
+  /// The raw path.
   public var path: [UInt8]
+  /// Why it was skipped, e.g. "Permission denied".
   public var reason: String
 
+  /// An item skipped for `reason`.
   public init(path: [UInt8], reason: String) {
     self.path = path
     self.reason = reason
@@ -33,6 +36,7 @@ public struct SkippedItem: Sendable, Equatable {
 
 /// The counters of a run, for the summary.
 public struct ScanStatistics: Sendable, Equatable {
+  /// Directories listed.
   public var directoriesScanned = 0
   /// Regular files found, counting each path of a hard-linked file.
   public var filesScanned = 0
@@ -46,8 +50,10 @@ public struct ScanStatistics: Sendable, Equatable {
   public var specialEntriesIgnored = 0
   /// Directories reached a second time (through a link, a bind mount or overlapping arguments).
   public var directoriesRevisited = 0
+  /// Bytes read from files, by every step.
   public var bytesRead: Int64 = 0
 
+  /// All counters at zero.
   public init() {}
 }
 
@@ -57,9 +63,13 @@ public struct DuplicateReport: Sendable {
   public var sets: [DuplicateSet]
   /// What was left out, sorted by path.
   public var skipped: [SkippedItem]
+  /// The counters of the run.
   public var statistics: ScanStatistics
+  /// The minimum size the search used.
   public var minimumSize: Int64
+  /// Whether the sets list every hard link.
   public var listsHardLinks: Bool
+  /// How long the search took.
   public var elapsed: Duration
 
   /// The bytes that deleting all copies but one in each set would free.

@@ -21,6 +21,7 @@ public struct ReadFailure: Error, Sendable, Equatable, CustomStringConvertible {
     ReadFailure(reason: "changed while being read (expected \(expected) bytes, got \(read))")
   }
 
+  /// The reason.
   public var description: String { reason }
 }
 

@@ -32,11 +32,16 @@ public final class FindDuplicatesJob: JobController, @unchecked Sendable {
 
   /// What to search, and how.
   public struct Configuration: Sendable {
+    /// The directories and files to search, as raw path bytes.
     public var roots: [[UInt8]]
+    /// Smaller files are not compared.
     public var minimumSize: Int64
+    /// Follow symbolic links to files and directories.
     public var followSymlinks: Bool
+    /// List every hard link (see ``Options/listHardLinks``).
     public var listHardLinks: Bool
 
+    /// A configuration; only `roots` has no default.
     public init(roots: [[UInt8]], minimumSize: Int64 = 1, followSymlinks: Bool = false, listHardLinks: Bool = false) {
       self.roots = roots
       self.minimumSize = minimumSize
@@ -56,6 +61,7 @@ public final class FindDuplicatesJob: JobController, @unchecked Sendable {
   /// their pieces run in parallel.
   static let rangeSize: Int64 = 64 * 1024 * 1024
 
+  /// What the job searches.
   public let configuration: Configuration
   /// How far the search has come; tasks update it as they read.
   public let status: ProgressStatus
@@ -72,6 +78,12 @@ public final class FindDuplicatesJob: JobController, @unchecked Sendable {
   private var arena = PathArena()
   private var files: [FileRecord] = []
   private var visitedDirectories: Set<FileID> = []
+  /// Directories found but not yet queued for a scan, last found first (depth first keeps this
+  /// short). Only a few scans are queued at once: thousands of queued operations would cost
+  /// more memory than their paths.
+  private var directoriesToScan: [[UInt8]] = []
+  private var scansInFlight = 0
+  private lazy var maxScansInFlight = readers * 16
 
   // After the scan.
   private var catalog = FileCatalog(arena: PathArena(), files: [])
@@ -112,7 +124,9 @@ public final class FindDuplicatesJob: JobController, @unchecked Sendable {
       let result = root.withUnsafeBufferPointer { bytes in
         var path = Array(bytes)
         path.append(0)
-        return path.withUnsafeBufferPointer { stat(UnsafeRawPointer($0.baseAddress!).assumingMemoryBound(to: CChar.self), &status) }
+        return path.withUnsafeBufferPointer {
+          stat(UnsafeRawPointer($0.baseAddress!).assumingMemoryBound(to: CChar.self), &status)
+        }
       }
       guard result == 0 else {
         skip(root, ReadFailure(errno: errno))
@@ -135,18 +149,30 @@ public final class FindDuplicatesJob: JobController, @unchecked Sendable {
     }
     if scans == 0 {
       scanFinished()
+    } else {
+      startScans()
     }
   }
 
   // MARK: - Scan
 
   private func scan(_ directory: [UInt8]) {
-    trackAndQueue(ScanDirectory(directory: directory, followSymlinks: configuration.followSymlinks)) {
-      self.scanned($0)
+    directoriesToScan.append(directory)
+  }
+
+  /// Queues scans of the directories found, up to `maxScansInFlight` at once.
+  private func startScans() {
+    while scansInFlight < maxScansInFlight, !isCancelled, let directory = directoriesToScan.popLast() {
+      scansInFlight += 1
+      trackAndQueue(ScanDirectory(directory: directory, followSymlinks: configuration.followSymlinks)) {
+        self.scanned($0)
+      }
     }
   }
 
   private func scanned(_ task: ScanDirectory) {
+    scansInFlight -= 1
+    defer { startScans() }
     if let failure = task.error as? ReadFailure {
       skip(task.directory, failure)
       return
@@ -157,7 +183,8 @@ public final class FindDuplicatesJob: JobController, @unchecked Sendable {
     var filesFound = 0
     task.names.withUnsafeBytes { names in
       for entry in task.entries {
-        let name = UnsafeRawBufferPointer(rebasing: names[Int(entry.nameStart)..<Int(entry.nameStart + entry.nameLength)])
+        let name = UnsafeRawBufferPointer(
+          rebasing: names[Int(entry.nameStart)..<Int(entry.nameStart + entry.nameLength)])
         switch entry.kind {
         case .directory:
           if visitedDirectories.insert(entry.id).inserted {
@@ -336,7 +363,9 @@ public final class FindDuplicatesJob: JobController, @unchecked Sendable {
 
   /// Splits `units` into batches of about `total / (readers * 8)` bytes (at most 64 MiB, at
   /// most 256 units) and calls `body` with each and the index of its first unit.
-  private func queue<Unit>(_ units: [Unit], total: Int64, length: (Unit) -> Int64 = { _ in 0 }, _ body: ([Unit], Int) -> Void) {
+  private func queue<Unit>(
+    _ units: [Unit], total: Int64, length: (Unit) -> Int64 = { _ in 0 }, _ body: ([Unit], Int) -> Void
+  ) {
     let target = max(1 << 20, min(Self.rangeSize, total / Int64(readers * 8)))
     var start = 0
     while start < units.count {
@@ -400,7 +429,8 @@ public final class FindDuplicatesJob: JobController, @unchecked Sendable {
     guard !units.isEmpty else { return }
     let total = units.reduce(0) { $0 + $1.length * Int64($1.members.count) }
     status.begin(.comparing, total: total)
-    queue(units, total: total, length: { $0.length * Int64($0.members.count) }) { batch, _ in
+    let cost: (CompareUnit) -> Int64 = { $0.length * Int64($0.members.count) }
+    queue(units, total: total, length: cost) { batch, _ in
       trackAndQueue(CompareRanges(catalog: catalog, units: batch, status: status)) { self.compared($0) }
     }
   }

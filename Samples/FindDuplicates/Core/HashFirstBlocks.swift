@@ -91,7 +91,7 @@ final class HashRanges: ConcurrentOperation, @unchecked Sendable {
   }
 
   override func operationStart() {
-    let buffer = ReadBuffer()
+    let buffer = ReadBuffer(size: Int(min(units.reduce(0) { max($0, $1.length) }, Int64(FileInput.chunkSize))))
     for (position, unit) in units.enumerated() {
       if isCancelled { break }
       do {

@@ -23,6 +23,7 @@ public struct Options: Sendable, Equatable {
   /// of each other (as `jdupes -H` and `fdupes -H`). Without it, each file appears once, under
   /// the path that sorts first byte by byte.
   public var listHardLinks = false
+  /// How the sets are written.
   public var format = OutputFormat.text
   /// No progress line.
   public var quiet = false
@@ -36,6 +37,7 @@ public struct Options: Sendable, Equatable {
   /// An empty set of options.
   public init() {}
 
+  /// The text of `--help`.
   public static let usage = """
     Usage: find-duplicates [OPTIONS] [DIR...]
 
@@ -126,8 +128,10 @@ public struct Options: Sendable, Equatable {
 
 /// A command line that cannot be run, with the message to show.
 public struct UsageError: Error, Equatable, CustomStringConvertible {
+  /// What is wrong with the command line.
   public let description: String
 
+  /// An error with `description`.
   public init(_ description: String) {
     self.description = description
   }

@@ -81,7 +81,8 @@ public enum PathEscaping {
       case 0x09: output += "\\t"
       case 0x0D: output += "\\r"
       case 0x00..<0x20, 0x7F, 0x2028, 0x2029:
-        output += "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count)
+        output +=
+          "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count)
           + String(scalar.value, radix: 16)
       default: output.unicodeScalars.append(scalar)
       }

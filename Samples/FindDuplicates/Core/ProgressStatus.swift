@@ -16,17 +16,21 @@ public final class ProgressStatus: @unchecked Sendable {
     case comparing
     case done
 
+    /// Phases compare in the order they run.
     public static func < (lhs: Phase, rhs: Phase) -> Bool { lhs.rawValue < rhs.rawValue }
   }
 
   /// The state at one moment.
   public struct Snapshot: Sendable, Equatable {
+    /// The current phase.
     public var phase = Phase.scanning
-    /// Scanning: regular files and directories found so far.
+    /// Scanning: regular files found so far.
     public var filesFound = 0
+    /// Scanning: directories listed so far.
     public var directoriesScanned = 0
-    /// Other phases: units done (files for ``Phase/firstBlocks``, bytes otherwise) and the total.
+    /// Units of the current phase done: files for ``Phase/firstBlocks``, bytes after.
     public var done: Int64 = 0
+    /// Units of the current phase in all, fixed when it begins.
     public var total: Int64 = 0
 
     /// The fraction of the current phase that is done, rounded down to a whole percent, or `nil`

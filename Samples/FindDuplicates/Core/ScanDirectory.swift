@@ -94,7 +94,9 @@ final class ScanDirectory: ConcurrentOperation, @unchecked Sendable {
     }
     switch status.st_mode & S_IFMT {
     case S_IFREG:
-      entries.append(Entry(nameStart: nameStart, nameLength: nameLength, kind: .file, size: Int64(status.st_size), id: FileID(status)))
+      entries.append(
+        Entry(
+          nameStart: nameStart, nameLength: nameLength, kind: .file, size: Int64(status.st_size), id: FileID(status)))
     case S_IFDIR:
       entries.append(Entry(nameStart: nameStart, nameLength: nameLength, kind: .directory, size: 0, id: FileID(status)))
     default:
