@@ -68,6 +68,13 @@ for root in options.roots {
   }
 }
 
+// Block SIGINT before any thread starts, so that every thread inherits the mask and only the
+// sigwait thread below receives it.
+nonisolated(unsafe) var interruptSignals = sigset_t()
+sigemptyset(&interruptSignals)
+sigaddset(&interruptSignals, SIGINT)
+pthread_sigmask(SIG_BLOCK, &interruptSignals, nil)
+
 let status = ProgressStatus()
 let job = FindDuplicatesJob(configuration: .init(options), status: status)
 let progressLine = ProgressLine(status: status)
@@ -75,17 +82,21 @@ if !options.quiet {
   progressLine.start()
 }
 
-// Ctrl-C cancels the job: its tasks stop at their next file or read, no next step is set up, and
-// `run()` throws CancellationError once they all finished. The handler gets a queue of its own:
-// on a global queue it could wait behind the tasks, which may keep every worker thread busy.
-signal(SIGINT, SIG_IGN)
-let interruption = DispatchSource.makeSignalSource(
-  signal: SIGINT, queue: DispatchQueue(label: "find-duplicates.interrupt"))
-interruption.setEventHandler {
-  job.cancel()
-  progressLine.stop()
-}
-interruption.resume()
+// Ctrl-C cancels the job: its tasks stop at their next file or read (at most 256 KiB), no next
+// step is set up, and the process exits with 130 once they all finished. SIGINT is taken by a
+// thread of its own with sigwait: a dispatch signal source would need a dispatch worker thread,
+// and the reading tasks may keep every one of them busy.
+Thread {
+  while true {
+    var signalNumber: Int32 = 0
+    guard sigwait(&interruptSignals, &signalNumber) == 0, signalNumber == SIGINT else { continue }
+    job.cancel()
+    progressLine.stop()
+    job.waitUntilFinished()
+    writeToStandardError("find-duplicates: interrupted\n")
+    exit(130)
+  }
+}.start()
 
 do {
   try await job.run()

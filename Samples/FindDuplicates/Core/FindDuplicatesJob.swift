@@ -40,6 +40,8 @@ public final class FindDuplicatesJob: JobController, @unchecked Sendable {
     public var followSymlinks: Bool
     /// List every hard link (see ``Options/listHardLinks``).
     public var listHardLinks: Bool
+    /// How many reading tasks may run at once; default, one per core.
+    public var readers = max(1, ProcessInfo.processInfo.activeProcessorCount)
 
     /// A configuration; only `roots` has no default.
     public init(roots: [[UInt8]], minimumSize: Int64 = 1, followSymlinks: Bool = false, listHardLinks: Bool = false) {
@@ -68,7 +70,7 @@ public final class FindDuplicatesJob: JobController, @unchecked Sendable {
   /// The result, once the job finished without being cancelled.
   public private(set) var report: DuplicateReport?
 
-  private let readers = max(1, ProcessInfo.processInfo.activeProcessorCount)
+  private var readers: Int { configuration.readers }
   private var startTime = ContinuousClock.now
   private var statistics = ScanStatistics()
   private var skipped: [SkippedItem] = []
@@ -106,7 +108,7 @@ public final class FindDuplicatesJob: JobController, @unchecked Sendable {
     let queue = OperationQueue()
     queue.name = "find-duplicates.tasks"
     // Scans are system calls more than anything: one more than the cores keeps them busy.
-    queue.maxConcurrentOperationCount = ProcessInfo.processInfo.activeProcessorCount + 1
+    queue.maxConcurrentOperationCount = configuration.readers + 1
     super.init(taskQueue: queue)
   }
 

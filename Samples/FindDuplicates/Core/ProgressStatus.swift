@@ -33,6 +33,9 @@ public final class ProgressStatus: @unchecked Sendable {
     /// Units of the current phase in all, fixed when it begins.
     public var total: Int64 = 0
 
+    /// The state before anything happened.
+    public init() {}
+
     /// The fraction of the current phase that is done, rounded down to a whole percent, or `nil`
     /// while scanning (its total is unknown).
     public var percent: Int? {
