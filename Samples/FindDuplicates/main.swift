@@ -68,12 +68,14 @@ for root in options.roots {
   }
 }
 
-// Block SIGINT before any thread starts, so that every thread inherits the mask and only the
-// sigwait thread below receives it.
-nonisolated(unsafe) var interruptSignals = sigset_t()
-sigemptyset(&interruptSignals)
-sigaddset(&interruptSignals, SIGINT)
-pthread_sigmask(SIG_BLOCK, &interruptSignals, nil)
+// SIGINT writes a byte to a pipe (the only thing a signal handler may safely do here); a thread
+// of its own waits on the pipe.
+nonisolated(unsafe) var interruptPipe: [Int32] = [-1, -1]
+guard pipe(&interruptPipe) == 0 else { exitWithUsageError("cannot create a pipe") }
+signal(SIGINT) { _ in
+  var byte: UInt8 = 1
+  _ = write(interruptPipe[1], &byte, 1)
+}
 
 let status = ProgressStatus()
 let job = FindDuplicatesJob(configuration: .init(options), status: status)
@@ -84,12 +86,12 @@ if !options.quiet {
 
 // Ctrl-C cancels the job: its tasks stop at their next file or read (at most 256 KiB), no next
 // step is set up, and the process exits with 130 once they all finished. SIGINT is taken by a
-// thread of its own with sigwait: a dispatch signal source would need a dispatch worker thread,
-// and the reading tasks may keep every one of them busy.
+// thread of its own: a dispatch signal source would need a dispatch worker thread, and the
+// reading tasks may keep every one of them busy.
 Thread {
   while true {
-    var signalNumber: Int32 = 0
-    guard sigwait(&interruptSignals, &signalNumber) == 0, signalNumber == SIGINT else { continue }
+    var byte: UInt8 = 0
+    guard read(interruptPipe[0], &byte, 1) == 1 else { continue }
     job.cancel()
     progressLine.stop()
     job.waitUntilFinished()

@@ -1,6 +1,7 @@
 import FindDuplicatesCore
 import Foundation
 import Glibc
+import Testing
 
 /// A temporary directory for a test's files, named and filled with raw path bytes (so names
 /// that are not UTF-8 can be made), removed when released.
@@ -92,8 +93,6 @@ func search(
   try await job.run()
   return try #require(job.report)
 }
-
-import Testing
 
 /// The sets of `report` as sets of paths relative to `directory`, as strings (lossy).
 func relativeSets(_ report: DuplicateReport, in directory: TemporaryDirectory) -> [[String]] {
