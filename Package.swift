@@ -25,8 +25,15 @@ let package = Package(
     .target(name: "JobKitTesting", dependencies: ["JobKit"], swiftSettings: strictSettings),
     .executableTarget(
       name: "FindDuplicates",
-      dependencies: ["JobKit"],
+      dependencies: ["JobKit", "FindDuplicatesCore"],
       path: "Samples/FindDuplicates",
+      exclude: ["Core"],
+      swiftSettings: strictSettings
+    ),
+    .target(
+      name: "FindDuplicatesCore",
+      dependencies: ["JobKit"],
+      path: "Samples/FindDuplicates/Core",
       swiftSettings: strictSettings
     ),
     .executableTarget(
@@ -54,6 +61,7 @@ let package = Package(
       swiftSettings: strictSettings
     ),
     .testTarget(name: "JobKitTests", dependencies: ["JobKit", "JobKitTesting"], swiftSettings: strictSettings),
+    .testTarget(name: "FindDuplicatesTests", dependencies: ["FindDuplicatesCore"], swiftSettings: strictSettings),
   ],
   swiftLanguageModes: [.v6]
 )

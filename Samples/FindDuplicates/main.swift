@@ -1,12 +1,33 @@
-// find-duplicates: finds files with identical content, as a JobKit workflow.
+// find-duplicates: finds files with identical content, as a JobKit workflow. The logic lives in
+// the FindDuplicatesCore library (Core/); this file is the command line around it.
 //
-//     swift run find-duplicates [--min-size BYTES] [DIR]
+//     swift run -c release find-duplicates [OPTIONS] [DIR...]     (--help for the options)
 //
 // Exit status: 0 when the search completed (whether or not it found duplicates), 1 if the job
 // failed, 2 for a bad command line or DIR, 130 when interrupted with Ctrl-C.
 
+import FindDuplicatesCore
 import Foundation
 import JobKit
+
+/// Writes `bytes` to `descriptor`, all of them.
+func writeAll(_ bytes: [UInt8], to descriptor: Int32) {
+  bytes.withUnsafeBytes { buffer in
+    var offset = 0
+    while offset < buffer.count {
+      let written = write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
+      if written < 0 {
+        if errno == EINTR { continue }
+        return
+      }
+      offset += written
+    }
+  }
+}
+
+func writeToStandardError(_ text: String) {
+  writeAll(Array(text.utf8), to: STDERR_FILENO)
+}
 
 /// Prints `message` and the way to get help on standard error, and exits with status 2.
 func exitWithUsageError(_ message: String) -> Never {
@@ -14,9 +35,14 @@ func exitWithUsageError(_ message: String) -> Never {
   exit(2)
 }
 
+// The arguments as raw bytes: a directory name need not be UTF-8.
+let arguments = (1..<Int(CommandLine.argc)).map { index in
+  Array(UnsafeRawBufferPointer(start: CommandLine.unsafeArgv[index]!, count: strlen(CommandLine.unsafeArgv[index]!)))
+}
+
 let options: Options
 do {
-  switch try Options.parse(CommandLine.arguments.dropFirst()) {
+  switch try Options.parse(arguments) {
   case .help:
     print(Options.usage)
     exit(0)
@@ -27,38 +53,66 @@ do {
   exitWithUsageError(error.description)
 }
 
-var isDirectory: ObjCBool = false
-guard FileManager.default.fileExists(atPath: options.directory, isDirectory: &isDirectory) else {
-  exitWithUsageError("\(options.directory): no such file or directory")
-}
-guard isDirectory.boolValue else {
-  exitWithUsageError("\(options.directory): not a directory")
+for root in options.roots {
+  var status = stat()
+  let found = (root + [0]).withUnsafeBufferPointer { path in
+    path.withMemoryRebound(to: CChar.self) { stat($0.baseAddress!, &status) } == 0
+  }
+  let name = PathEscaping.escapedForTerminal(root)
+  guard found else {
+    exitWithUsageError("\(name): \(String(cString: strerror(errno)))")
+  }
+  let type = status.st_mode & S_IFMT
+  guard type == S_IFDIR || type == S_IFREG else {
+    exitWithUsageError("\(name): not a directory or regular file")
+  }
 }
 
-let job = FindDuplicatesJob(
-  root: URL(fileURLWithPath: options.directory).standardizedFileURL.path,
-  minimumSize: options.minimumSize
-)
+// SIGINT writes a byte to a pipe (the only thing a signal handler may safely do here); a thread
+// of its own waits on the pipe.
+nonisolated(unsafe) var interruptPipe: [Int32] = [-1, -1]
+guard pipe(&interruptPipe) == 0 else { exitWithUsageError("cannot create a pipe") }
+signal(SIGINT) { _ in
+  var byte: UInt8 = 1
+  _ = write(interruptPipe[1], &byte, 1)
+}
 
-// Ctrl-C cancels the job: its tasks stop at their next chunk or directory entry, and `run()`
-// throws CancellationError once they all finished. The handler gets a queue of its own: on a
-// global queue it could wait behind the tasks, which may keep every worker thread busy.
-signal(SIGINT, SIG_IGN)
-let interruption = DispatchSource.makeSignalSource(
-  signal: SIGINT, queue: DispatchQueue(label: "find-duplicates.interrupt"))
-interruption.setEventHandler { job.cancel() }
-interruption.resume()
+let status = ProgressStatus()
+let job = FindDuplicatesJob(configuration: .init(options), status: status)
+let progressLine = ProgressLine(status: status)
+if !options.quiet {
+  progressLine.start()
+}
+
+// Ctrl-C cancels the job: its tasks stop at their next file or read (at most 256 KiB), no next
+// step is set up, and the process exits with 130 once they all finished. SIGINT is taken by a
+// thread of its own: a dispatch signal source would need a dispatch worker thread, and the
+// reading tasks may keep every one of them busy.
+Thread {
+  while true {
+    var byte: UInt8 = 0
+    guard read(interruptPipe[0], &byte, 1) == 1 else { continue }
+    job.cancel()
+    progressLine.stop()
+    job.waitUntilFinished()
+    writeToStandardError("find-duplicates: interrupted\n")
+    exit(130)
+  }
+}.start()
 
 do {
   try await job.run()
+  progressLine.stop()
+  guard let report = job.report else { exit(1) }
+  writeAll(ReportWriter.standardOutput(report, format: options.format), to: STDOUT_FILENO)
+  writeToStandardError(ReportWriter.standardError(report, format: options.format))
   exit(0)
 } catch is CancellationError {
-  if ProgressLine.isTerminal {
-    writeToStandardError(ProgressLine.eraseLine)
-  }
+  progressLine.stop()
   writeToStandardError("find-duplicates: interrupted\n")
   exit(130)
 } catch {
+  progressLine.stop()
   writeToStandardError("find-duplicates: \(error)\n")
   exit(1)
 }

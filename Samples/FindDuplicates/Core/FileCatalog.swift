@@ -1,0 +1,104 @@
+import Glibc
+
+/// The identity of a file on disk: two paths with the same ID are hard links to one file.
+public struct FileID: Hashable, Sendable {
+  /// `st_dev`.
+  public let device: UInt64
+  /// `st_ino`.
+  public let inode: UInt64
+
+  /// The ID of the file `status` describes.
+  public init(_ status: stat) {
+    device = UInt64(status.st_dev)
+    inode = UInt64(status.st_ino)
+  }
+
+  /// An ID from its parts.
+  public init(device: UInt64, inode: UInt64) {
+    self.device = device
+    self.inode = inode
+  }
+}
+
+/// One regular file found by the scan: 32 bytes, its path kept in a ``PathArena``.
+public struct FileRecord: Sendable {
+  /// Where the path starts in the arena.
+  public var pathOffset: UInt32
+  /// The path's length in bytes, without the NUL that follows it in the arena.
+  public var pathLength: UInt32
+  /// The size in bytes.
+  public var size: Int64
+  /// The file's device and inode.
+  public var id: FileID
+}
+
+/// File paths as raw bytes, all in one buffer: each path is followed by a NUL so that it can be
+/// passed to `open(2)` in place. One allocation for every path instead of a `String` each.
+public struct PathArena: Sendable {
+  /// The paths, each followed by a NUL.
+  public private(set) var bytes: [UInt8] = []
+
+  /// An empty arena.
+  public init() {}
+
+  /// Appends `directory`, a `/` unless `directory` ends with one, and `name`; returns the
+  /// path's offset and length.
+  public mutating func append(
+    directory: [UInt8], name: UnsafeRawBufferPointer
+  ) -> (offset: UInt32, length: UInt32) {
+    let offset = bytes.count
+    bytes.append(contentsOf: directory)
+    if directory.last != UInt8(ascii: "/") {
+      bytes.append(UInt8(ascii: "/"))
+    }
+    bytes.append(contentsOf: name)
+    let length = bytes.count - offset
+    bytes.append(0)
+    return (UInt32(offset), UInt32(length))
+  }
+
+  /// Appends `path` as it is; returns its offset and length.
+  public mutating func append(path: some Collection<UInt8>) -> (offset: UInt32, length: UInt32) {
+    let offset = bytes.count
+    bytes.append(contentsOf: path)
+    let length = bytes.count - offset
+    bytes.append(0)
+    return (UInt32(offset), UInt32(length))
+  }
+}
+
+/// The files a scan found, frozen once the scan is over so that the reading tasks can share it
+/// without copying (it is never mutated again).
+public final class FileCatalog: Sendable {
+  /// The paths.
+  public let arena: PathArena
+  /// The files, sorted by size, then device and inode, then path.
+  public let files: [FileRecord]
+
+  init(arena: PathArena, files: [FileRecord]) {
+    self.arena = arena
+    self.files = files
+  }
+
+  /// The path of file `index`.
+  public func path(_ index: Int) -> ArraySlice<UInt8> {
+    let record = files[index]
+    let start = Int(record.pathOffset)
+    return arena.bytes[start..<start + Int(record.pathLength)]
+  }
+
+  /// Opens file `index` for reading.
+  func open(_ index: Int) throws(ReadFailure) -> FileInput {
+    let offset = Int(files[index].pathOffset)
+    let descriptor = arena.bytes.withUnsafeBytes { bytes in
+      FileInput.open(bytes.baseAddress!.advanced(by: offset).assumingMemoryBound(to: CChar.self))
+    }
+    guard descriptor >= 0 else { throw ReadFailure(errno: errno) }
+    return FileInput(descriptor: descriptor)
+  }
+
+  /// Whether the path of `first` sorts before the path of `second`, byte by byte.
+  public func pathPrecedes(_ first: Int, _ second: Int) -> Bool {
+    path(first).lexicographicallyPrecedes(path(second))
+  }
+}

@@ -1,0 +1,57 @@
+import FindDuplicatesCore
+import Foundation
+import JobKit
+import Testing
+
+/// A cancel (what Ctrl-C does) stops a search promptly in every reading phase, and no next step
+/// is set up after it. The files are sparse: gigabytes that would take many seconds to read,
+/// and take no disk space. One reader, one test at a time: the reading keeps its threads busy,
+/// and the other suites of the process need a core too.
+@Suite(.serialized, .timeLimit(.minutes(1))) struct CancellationTests {
+  /// Generous: the tool aims at 100 ms; a loaded machine must not fail the test.
+  static let bound = Duration.seconds(2)
+
+  private func cancelWhenStarted(
+    _ group: String, roots: [[UInt8]]
+  ) async throws -> (elapsed: Duration, job: FindDuplicatesJob) {
+    var configuration = FindDuplicatesJob.Configuration(roots: roots)
+    configuration.readers = 1
+    let job = FindDuplicatesJob(configuration: configuration)
+    let events = job.events
+    job.startJob()
+    for await event in events {
+      if case .taskStarted(_, let started, _) = event, started.hasSuffix(group) { break }
+    }
+    let cancelled = ContinuousClock.now
+    job.cancel()
+    await #expect(throws: CancellationError.self) { try await job.run() }
+    return (.now - cancelled, job)
+  }
+
+  @Test func cancelWhileComparing() async throws {
+    let directory = TemporaryDirectory()
+    directory.sparse("a", size: 32 << 30)
+    directory.sparse("b", size: 32 << 30)
+    let (elapsed, job) = try await cancelWhenStarted("CompareRanges", roots: [directory.path])
+    #expect(elapsed < Self.bound)
+    #expect(job.report == nil)
+  }
+
+  @Test func cancelWhileHashingSetsUpNoComparison() async throws {
+    let directory = TemporaryDirectory()
+    for name in ["a", "b", "c"] { directory.sparse(name, size: 32 << 30) }
+    let (elapsed, job) = try await cancelWhenStarted("HashRanges", roots: [directory.path])
+    #expect(elapsed < Self.bound)
+    #expect(job.report == nil)
+    #expect(job.status.current.phase == .hashing)
+  }
+
+  @Test func cancelWhileScanningSetsUpNoHashing() async throws {
+    let directory = TemporaryDirectory()
+    for index in 0..<2000 { directory.write("d\(index % 50)/f\(index)", "same") }
+    let (elapsed, job) = try await cancelWhenStarted("ScanDirectory", roots: [directory.path])
+    #expect(elapsed < Self.bound)
+    #expect(job.report == nil)
+    #expect(job.status.current.phase == .scanning)
+  }
+}
