@@ -1,0 +1,103 @@
+import Testing
+
+@testable import JobKit
+
+/// `JobPhase` fed events one by one, no threads: each transition's result and the phase after it.
+@Suite("JobPhase")
+struct JobPhaseTests {
+  @Test func aJobIsSubmittedOnce() {
+    var phase = JobPhase.initial
+    let check1 = phase.submit()
+    #expect(check1)
+    let check101 = !phase.submit()
+    #expect(check101)
+    let check2 = phase.summary == "submitted"
+    #expect(check2)
+  }
+
+  @Test func mainRunsUnlessTheJobStoppedFirstAndOnlyOnce() {
+    var running = JobPhase.initial
+    let check3 = running.beginMain(on: 7)
+    #expect(check3)
+    let check4 = running.isRunningMain
+    #expect(check4)
+    let check102 = !running.beginMain(on: 8)
+    #expect(check102)
+
+    var stopped = JobPhase.initial
+    let check5 = stopped.recordStop(.cancelled)
+    #expect(check5)
+    let check103 = !stopped.beginMain(on: 7)
+    #expect(check103)
+    let check6 = stopped.isStopping
+    #expect(check6)
+    let check7 = stopped.summary == "runningMain, cancelled"
+    #expect(check7)
+  }
+
+  @Test func theFirstStopReasonWinsAndAFinishedJobTakesNone() {
+    var phase = JobPhase.initial
+    let check8 = phase.recordStop(.failed(TestError(1)))
+    #expect(check8)
+    let check104 = !phase.recordStop(.cancelled)
+    #expect(check104)
+    guard case .failed(let error as TestError)? = phase.stop else {
+      Issue.record("expected the failure to stand")
+      return
+    }
+    #expect(error == TestError(1))
+    phase.finish()
+    let check105 = !phase.recordStop(.cancelled)
+    #expect(check105)
+    let check9 = phase.stop == nil && phase.isFinished
+    #expect(check9)
+  }
+
+  @Test func theRouterIsHeldUntilMainReturnedThenTakenByOneThreadAtATime() {
+    var phase = JobPhase.initial
+    let check201 = !phase.takeRouterIfFree()  // not started: held
+    #expect(check201)
+    _ = phase.beginMain(on: 1)
+    let check202 = !phase.takeRouterIfFree()  // main() holds it
+    #expect(check202)
+    phase.mainReturned()
+    let check203 = !phase.takeRouterIfFree()  // main's thread routes first
+    #expect(check203)
+    phase.releaseRouter()
+    let check10 = phase.takeRouterIfFree()
+    #expect(check10)
+    let check106 = !phase.takeRouterIfFree()
+    #expect(check106)
+  }
+
+  @Test func onlyMainsOwnThreadRoutesWhileMainRunsAndNotReentrantly() {
+    var phase = JobPhase.initial
+    _ = phase.beginMain(on: 1)
+    let check107 = !phase.beginRoutingInMain(on: 2)
+    #expect(check107)
+    let check11 = phase.beginRoutingInMain(on: 1)
+    #expect(check11)
+    let check12 = phase.isRoutingInMain
+    #expect(check12)
+    let check108 = !phase.beginRoutingInMain(on: 1)
+    #expect(check108)
+    phase.endRoutingInMain()
+    let check109 = !phase.isRoutingInMain
+    #expect(check109)
+    let check13 = phase.beginRoutingInMain(on: 1)
+    #expect(check13)
+  }
+
+  @Test func aStopKeepsThePhaseAndItsRouter() {
+    var phase = JobPhase.initial
+    _ = phase.beginMain(on: 1)
+    phase.mainReturned()
+    phase.releaseRouter()
+    let check14 = phase.recordStop(.cancelled)
+    #expect(check14)
+    let check15 = phase.takeRouterIfFree()
+    #expect(check15)
+    let check16 = phase.summary == "routing, cancelled"
+    #expect(check16)
+  }
+}
