@@ -19,11 +19,11 @@ import JobKit
 // MARK: - Variants (run in the child)
 
 /// A variant: does N no-op tasks and returns once all of them finished.
-struct Variant {
+struct Variant: Sendable {
   let name: String
   let baseline: String
   let summary: String
-  let run: (Int) -> Void
+  let run: @Sendable (Int) -> Void
 }
 
 /// (a) Raw OperationQueue: N BlockOperations, counted down to a semaphore.
@@ -251,7 +251,9 @@ func format(_ value: Double, _ digits: Int = 2) -> String {
 
 let arguments = CommandLine.arguments
 if arguments.count == 4, arguments[1] == "--child" {
-  guard let variant = variants.first(where: { $0.name == arguments[2] }), let n = Int(arguments[3]) else {
+  guard let variant = (variants + compositionVariants).first(where: { $0.name == arguments[2] }),
+    let n = Int(arguments[3])
+  else {
     fatalError("unknown child arguments \(arguments)")
   }
   let start = DispatchTime.now().uptimeNanoseconds

@@ -3,24 +3,24 @@ import Foundation
 /// The job running one ``CommandMap/dispatch(_:)``, with a report of which mappings it ran and
 /// why the others did not run.
 ///
-/// A dispatch chooses its commands when ``CommandMap/dispatch(_:)`` is called (see there), puts
-/// them in one group, a ``SequentialGroup`` (on a map created with `concurrent: true`, a
-/// ``ConcurrentGroup``) whose task queue is the map's ``CommandMap/queue``, starts that group on
-/// the dispatching thread (which queues the first command) and starts this job on
-/// ``JobController/sharedJobQueue``; the job tracks the group and finishes right after it. The
-/// commands of a sequential dispatch run one after another in priority order, each starting
-/// after the one before it finished.
+/// A dispatch chooses its commands when ``CommandMap/dispatch(_:)`` is called (see there) and runs
+/// them itself, as one job: it is a ``GroupJob`` that runs its commands one after another in
+/// priority order, like a ``SequentialGroup`` (on a map created with `concurrent: true`, all
+/// together, like a ``ConcurrentGroup``), on the map's ``CommandMap/queue``. `dispatch` starts it on
+/// the dispatching thread, which queues the first command (every command, on a concurrent map)
+/// before `dispatch` returns; each later command of a sequential dispatch starts after the one
+/// before it finished. The job takes no slot of any queue.
 ///
 /// A command that fails (a ``ConcurrentOperation`` that finished with an
-/// ``ConcurrentOperation/error``) does not stop the others. The job then finishes with the
-/// group's error, a ``JobFailures`` listing every failed command with its error, and
-/// ``JobController/run()`` throws it. A dispatch that chose no command finishes at
-/// once, without an error. Cancelling the job cancels its commands.
+/// ``ConcurrentOperation/error``) does not stop the others. The job then finishes with a
+/// ``JobFailures`` error listing every failed command with its error (also
+/// ``JobController/failures``), and ``JobController/run()`` throws it. A dispatch that chose no
+/// command finishes at once, without an error. Cancelling the job cancels its commands.
 ///
 /// The report (``event``, ``ran``, ``commands``, ``skipped``) is fixed when the dispatch is
 /// created and can be read from any thread at any time.
-public final class CommandDispatch: JobController, @unchecked Sendable {
-  // @unchecked Sendable: the properties added here are immutable; the rest is JobController's.
+public final class CommandDispatch: GroupJob, @unchecked Sendable {
+  // @unchecked Sendable: the properties added here are immutable; the rest is GroupJob's.
 
   /// Why a mapping of the dispatched event's type did not run in this dispatch.
   public struct Skip: Hashable, Sendable, CustomStringConvertible {
@@ -64,9 +64,6 @@ public final class CommandDispatch: JobController, @unchecked Sendable {
   /// this dispatch, in priority order, each with its reason.
   public let skipped: [Skip]
 
-  /// The group running ``commands``; `nil` when there is none.
-  private let group: JobController?
-
   init(
     event: any Sendable,
     ran: [CommandMapping],
@@ -79,26 +76,14 @@ public final class CommandDispatch: JobController, @unchecked Sendable {
     self.ran = ran
     self.commands = commands
     self.skipped = skipped
-    if commands.isEmpty {
-      group = nil
-    } else {
-      group =
-        concurrent
-        ? ConcurrentGroup(commands, taskQueue: queue) : SequentialGroup(commands, taskQueue: queue)
-    }
-    super.init(taskQueue: queue)
+    super.init(mode: concurrent ? .concurrent : .sequential, tasks: commands, taskQueue: queue)
   }
 
-  /// Tracks the group, starts it on this thread, then submits the job. Starting the group here,
-  /// rather than from `main()` or through a queue, queues its first command before `dispatch`
-  /// returns, so a serial map queue starts the dispatches' first commands in dispatch order.
+  /// Starts the job on this thread: its `main()` queues the first command (all of them when
+  /// concurrent) before `dispatch` returns, so a serial map queue starts the dispatches' first
+  /// commands in dispatch order. The job is in no queue; it finishes when its last command was
+  /// routed.
   func launch() {
-    if let group {
-      track(group) { [unowned self] group in
-        if let error = group.error { fail(error) }
-      }
-      group.start()
-    }
-    startJob()
+    start()
   }
 }

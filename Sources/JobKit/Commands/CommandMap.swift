@@ -38,10 +38,11 @@ import Foundation
 /// holds its lock while it calls a guard, a command factory, a block or an extension, and
 /// `dispatch` never blocks.
 public final class CommandMap: Sendable {
-  /// The queue dispatched commands run on: each dispatch's group (a ``SequentialGroup``, or a
-  /// ``ConcurrentGroup`` on a concurrent map) adds its commands to this queue. The group itself
-  /// takes no slot of it: it is started on the dispatching thread, which queues the dispatch's
-  /// first command (all of them on a concurrent map) before ``dispatch(_:)`` returns.
+  /// The queue dispatched commands run on: each dispatch's job (a ``CommandDispatch``, which runs
+  /// its commands one after another, or together on a concurrent map) adds its commands to this
+  /// queue. The job itself takes no slot of it: it is started on the dispatching thread, which
+  /// queues the dispatch's first command (all of them on a concurrent map) before
+  /// ``dispatch(_:)`` returns.
   ///
   /// A concurrent queue (the default) lets dispatches overlap. A serial queue runs the map's
   /// commands one at a time: the first commands of several dispatches start in dispatch order,
@@ -186,7 +187,7 @@ public final class CommandMap: Sendable {
   /// commands, and starts the job running them, which it returns.
   ///
   /// Guards and command factories run on the calling thread before `dispatch` returns (see the
-  /// type's documentation for the order); the commands run in a group added to ``queue``, one
+  /// type's documentation for the order); the commands run on ``queue``, one
   /// after another in priority order (or together, on a `concurrent` map). The returned job is
   /// already started: await ``JobController/run()`` or ``ConcurrentOperation/waitForFinish()`` to
   /// wait for it. An event nobody mapped returns a job that finishes at once, without an error.

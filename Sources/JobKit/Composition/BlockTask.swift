@@ -25,7 +25,7 @@ import Foundation
 /// any code it calls, for its whole run. The group running the task sets ``context`` before
 /// starting it; a `BlockTask` started outside a group gets a new, empty context.
 public final class BlockTask: ConcurrentOperation, ContextConsuming, @unchecked Sendable {
-  // @unchecked Sendable: `body` is immutable; the rest lives in `blockState`, a lock-protected box.
+  // @unchecked Sendable: `body` is immutable; `blockState` is only touched under its stripe lock.
   private enum Body {
     case sync(@Sendable (JobContext) throws -> Void)
     case async(@Sendable (JobContext) async throws -> Void)
@@ -38,7 +38,13 @@ public final class BlockTask: ConcurrentOperation, ContextConsuming, @unchecked 
   }
 
   private let body: Body
-  private let blockState = LockedBox(State())
+  /// Only touched under `StripedLock.withLock(for: self)` (a lock of its own would cost more than
+  /// the task), so the runtime's exclusivity check is redundant.
+  @exclusivity(unchecked) private var blockState = State()
+
+  private func withState<Result>(_ body: (inout State) -> Result) -> Result {
+    StripedLock.withLock(for: self) { body(&blockState) }
+  }
 
   /// Creates a task whose synchronous `body` runs on the thread that starts it.
   public init(_ body: @escaping @Sendable () throws -> Void) {
@@ -69,13 +75,13 @@ public final class BlockTask: ConcurrentOperation, ContextConsuming, @unchecked 
   /// The context the body sees. Set by the group running the task, before it starts; `nil` until
   /// then for a task outside a group, which gets a new, empty context when it starts.
   public var context: JobContext? {
-    get { blockState.withLock { $0.context } }
-    set { blockState.withLock { $0.context = newValue } }
+    get { withState { $0.context } }
+    set { withState { $0.context = newValue } }
   }
 
   /// Runs the body (see the type's documentation). Called once, by the queue.
   public override func operationStart() {
-    let context = blockState.withLock { state in
+    let context = withState { state in
       if let context = state.context { return context }
       let context = JobContext()
       state.context = context
@@ -98,14 +104,14 @@ public final class BlockTask: ConcurrentOperation, ContextConsuming, @unchecked 
           self.finish(throwing: error)
         }
       }
-      blockState.withLock { $0.runner = runner }
+      withState { $0.runner = runner }
     }
   }
 
   /// Cancels the Swift task running an asynchronous body. Called once, after ``operationStart()``
   /// returned, on the thread that called `cancel()`.
   public override func operationCancelled() {
-    blockState.withLock { $0.runner }?.cancel()
+    withState { $0.runner }?.cancel()
   }
 
   private func finish(throwing error: any Error) {

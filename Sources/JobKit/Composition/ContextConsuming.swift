@@ -36,8 +36,15 @@ protocol ContextSharing: AnyObject {
 extension JobContext {
   /// Hands this context to `task` if it takes one: a nested group adopts it, a
   /// ``ContextConsuming`` task gets it in ``ContextConsuming/context``.
+  ///
+  /// The common cases are checked first with class casts, which cost a fraction of a protocol
+  /// conformance lookup (`as? any P` searches the conformance tables).
   func inject(into task: Operation) {
-    if let group = task as? any ContextSharing {
+    if let block = task as? BlockTask {
+      block.context = self
+    } else if let group = task as? GroupJob {
+      group.adoptContext(self)
+    } else if let group = task as? any ContextSharing {
       group.adoptContext(self)
     } else if let consumer = task as? any ContextConsuming {
       consumer.context = self

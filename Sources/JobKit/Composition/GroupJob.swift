@@ -16,16 +16,24 @@ import Foundation
 open class GroupJob: JobController, @unchecked Sendable {
   // @unchecked Sendable: all mutable state lives in lock-protected boxes (`groupState`, the job's).
   let groupState: LockedBox<GroupState>
+  /// Whether the group runs its tasks one after another (set once, at init).
+  private let isSequential: Bool
+  /// The completion every started task is tracked with: one closure for the group's life rather
+  /// than one per task. Set once in `init`, before the group is shared, and never written again.
+  private var taskCompletion: (@Sendable (Operation) -> Void)?
 
   /// Creates a group in `mode` that will run `tasks`, on `taskQueue` or, if `nil`, on a
   /// concurrent queue the group owns.
   init(mode: GroupState.Mode, tasks: [Operation], taskQueue: OperationQueue?) {
     groupState = LockedBox(GroupState(mode: mode))
+    isSequential = mode == .sequential
     if let taskQueue {
       super.init(taskQueue: taskQueue)
     } else {
       super.init()
     }
+    // Unowned: the group tracks every task it started until that task was routed.
+    taskCompletion = { [unowned self] task in self.groupTaskFinished(task) }
     failurePolicy = .collect
     for task in tasks {
       add(task)
@@ -109,14 +117,14 @@ open class GroupJob: JobController, @unchecked Sendable {
 
   /// Carries out `launch` (see ``GroupState/Launch``). Never called with a lock held.
   func launch(_ launch: GroupState.Launch) {
-    for task in launch.tasks {
-      if launch.cancelled {
+    if launch.cancelled {
+      for task in launch.tasks {
         finishCancelled(task)
-      } else {
+      }
+    } else if !launch.tasks.isEmpty, let taskCompletion {
+      for task in launch.tasks {
         launch.context.inject(into: task)
-        trackAndQueue(task) { [unowned self] task in
-          self.groupTaskFinished(task)
-        }
+        trackAndQueue(task, completion: taskCompletion)
       }
     }
     var gate = launch.gate
@@ -142,7 +150,8 @@ open class GroupJob: JobController, @unchecked Sendable {
 
   /// The per-task completion of every started task, delivered by the job's router.
   func groupTaskFinished(_ task: Operation) {
-    let error = (task as? ConcurrentOperation)?.error
+    // Only a sequential group stops on a failure; a concurrent one need not ask.
+    let error = isSequential ? (task as? ConcurrentOperation)?.error : nil
     switch groupState.withLock({ $0.taskFinished(task, error: error) }) {
     case .launch(let launch):
       self.launch(launch)

@@ -35,7 +35,8 @@ struct PendingTasks {
 
   /// Removes and returns every task, oldest first.
   mutating func removeAll() -> [Operation] {
-    let all = Array(storage[head...])
+    // With nothing taken yet (a concurrent group's start), hand the storage over without a copy.
+    let all = head == 0 ? storage : Array(storage[head...])
     storage = []
     head = 0
     return all

@@ -73,9 +73,11 @@ import Foundation
 /// A pipeline keeps itself alive while its steps run, and drops its steps and handlers when it
 /// ends, so nothing it captured outlives it and it is freed once you release it.
 public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
-  // @unchecked Sendable: all mutable state lives in `pipelineState`, a lock-protected box; the
-  // rest is immutable.
-  private let pipelineState: LockedBox<PipelineState<Output>>
+  // @unchecked Sendable: all mutable state is `pipelineState`, only touched under its stripe lock;
+  // the rest is immutable.
+  /// Only touched in `withState` (a pipeline is made per `then`, and a lock of its own would cost
+  /// a third of that), so the runtime's exclusivity check is redundant.
+  @exclusivity(unchecked) private var pipelineState: PipelineState<Output>
   /// Where the steps run, or `nil` for Swift's global concurrent executor.
   private let stepExecutor: PipelineStepExecutor?
 
@@ -84,9 +86,14 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
     errorHandler: PipelineHandler<any Error>?,
     stepExecutor: PipelineStepExecutor?
   ) {
-    pipelineState = LockedBox(PipelineState(plan: plan, errorHandler: errorHandler))
+    pipelineState = PipelineState(plan: plan, errorHandler: errorHandler)
     self.stepExecutor = stepExecutor
     super.init()
+  }
+
+  /// Runs `body` on the state under the pipeline's stripe lock. `body` must not call user code.
+  private func withState<Result>(_ body: (inout PipelineState<Output>) -> Result) -> Result {
+    StripedLock.withLock(for: self) { body(&pipelineState) }
   }
 
   // MARK: - Building
@@ -126,7 +133,7 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
   /// and only if the pipeline was not cancelled meanwhile. On a spent builder or a started
   /// pipeline, returns a pipeline that runs no step and fails with a ``JobKitError``.
   public func then<Next: Sendable>(_ body: @escaping @Sendable (Output) async throws -> Next) -> Pipeline<Next> {
-    let handOver = pipelineState.withLock { $0.handOver() }
+    let handOver = withState { $0.handOver() }
     let plan: PipelineState<Next>.Plan
     switch handOver.plan {
     case .steps(let previous):
@@ -137,6 +144,8 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
       }
     case .unusable(let error):
       plan = .unusable(error)
+    case .spent(let builderOutput):
+      plan = .spent(builderOutput: builderOutput)
     }
     return Pipeline<Next>(plan: plan, errorHandler: handOver.errorHandler, stepExecutor: stepExecutor)
   }
@@ -159,7 +168,7 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
   }
 
   private func setErrorHandler(_ handler: PipelineHandler<any Error>) -> Pipeline<Output> {
-    if pipelineState.withLock({ $0.setErrorHandler(handler) }) {
+    if withState({ $0.setErrorHandler(handler) }) {
       return self
     }
     let error = PipelineState<Output>.errorHandlerAfterStart
@@ -187,7 +196,7 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
   }
 
   private func submit(finally handler: PipelineHandler<Output>) {
-    if pipelineState.withLock({ $0.submit(finally: handler) }) {
+    if withState({ $0.submit(finally: handler) }) {
       JobController.sharedJobQueue.addOperation(self)
     } else {
       reportMisuse(
@@ -208,7 +217,7 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
   /// read ``result`` instead: JobKit cannot see that submission, and adding an operation to a
   /// second queue is a fatal error in Foundation.
   public func run() async throws -> Output {
-    if pipelineState.withLock({ $0.submitForRun() }) {
+    if withState({ $0.submitForRun() }) {
       JobController.sharedJobQueue.addOperation(self)
     }
     do {
@@ -230,7 +239,7 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
   /// The last step's result once every step succeeded; set before ``finally(_:)``'s handler runs
   /// and before the pipeline finishes. `nil` before that, after a failure and after a cancel.
   public var result: Output? {
-    pipelineState.withLock { $0.result }
+    withState { $0.result }
   }
 
   // MARK: - ConcurrentOperation
@@ -238,7 +247,7 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
   /// Creates the Swift task that runs the steps, and returns. Called once, by the pipeline's
   /// queue; the pipeline finishes when the steps and the handler are done.
   public override func operationStart() {
-    guard let steps = pipelineState.withLock({ $0.start() }) else {
+    guard let steps = withState({ $0.start() }) else {
       operationDone()
       return
     }
@@ -248,17 +257,17 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
     } else {
       runner = Task { await self.execute(steps) }
     }
-    if pipelineState.withLock({ $0.runnerCreated(runner) }) {
+    if withState({ $0.runnerCreated(runner) }) {
       runner.cancel()
     }
   }
 
   override func cancellationRequested() {
-    pipelineState.withLock { $0.cancel() }?.cancel()
+    withState { $0.cancel() }?.cancel()
   }
 
   override func startCancelled() {
-    pipelineState.withLock { $0.endBeforeStart() }
+    withState { $0.endBeforeStart() }
     operationDone()
   }
 
@@ -271,7 +280,7 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
     } catch {
       outcome = .failure(error)
     }
-    switch pipelineState.withLock({ $0.stepsEnded(outcome) }) {
+    switch withState({ $0.stepsEnded(outcome) }) {
     case .cancelled:
       operationDone()
     case .succeeded(let result, let handler):
@@ -284,7 +293,7 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
 
 extension Pipeline: PipelineCheckpoint {
   func checkpoint() throws {
-    if pipelineState.withLock({ $0.isCancelled }) {
+    if withState({ $0.isCancelled }) {
       throw CancellationError()
     }
   }

@@ -21,8 +21,13 @@ struct PipelineState<Output: Sendable> {
   enum Plan {
     /// Run these steps.
     case steps(Steps)
-    /// Run nothing and fail with this error (a spent builder, or a pipeline born from misuse).
+    /// Run nothing and fail with this error (a pipeline born from misuse).
     case unusable(JobKitError)
+    /// A spent builder, or a pipeline built on one: run nothing and fail with
+    /// ``JobKitError/Code/spentBuilder``. `then` was called on a `Pipeline<builderOutput>`; the
+    /// error, whose message names that type, is made only if such a pipeline starts (formatting
+    /// it on every `then` cost a quarter of building a step).
+    case spent(builderOutput: Any.Type)
   }
 
   enum Phase {
@@ -54,10 +59,12 @@ struct PipelineState<Output: Sendable> {
   mutating func handOver() -> (plan: Plan, errorHandler: PipelineHandler<any Error>?) {
     switch phase {
     case .notStarted(.steps(let steps), submitted: false):
-      phase = .notStarted(.unusable(Self.spent), submitted: false)
+      phase = .notStarted(.spent(builderOutput: Output.self), submitted: false)
       return (.steps(steps), errorHandler)
     case .notStarted(.unusable(let error), submitted: false):
       return (.unusable(error), errorHandler)
+    case .notStarted(.spent(let builderOutput), submitted: false):
+      return (.spent(builderOutput: builderOutput), errorHandler)
     case .notStarted(_, submitted: true), .running, .ended:
       return (.unusable(Self.modifiedAfterStart("then")), errorHandler)
     }
@@ -102,6 +109,9 @@ struct PipelineState<Output: Sendable> {
     case .steps(let steps):
       return steps
     case .unusable(let error):
+      return { _ in throw error }
+    case .spent(let builderOutput):
+      let error = Self.spent(builderOutput)
       return { _ in throw error }
     }
   }
@@ -171,10 +181,10 @@ struct PipelineState<Output: Sendable> {
 
   // MARK: Misuse errors
 
-  private static var spent: JobKitError {
+  private static func spent(_ builderOutput: Any.Type) -> JobKitError {
     JobKitError(
       .spentBuilder,
-      message: "then was already called on this Pipeline<\(Output.self)>, which moved its steps to the pipeline "
+      message: "then was already called on this Pipeline<\(builderOutput)>, which moved its steps to the pipeline "
         + "then returned; this one runs no step"
     )
   }
