@@ -1,0 +1,181 @@
+import JobKit
+
+/// Builds a random workflow from a seed: the same seed always gives the same plan.
+///
+/// Defect shapes of issue 15 the generator produces on purpose (numbers for `JOBKIT_MODEL_SKIP`):
+/// 1 two jobs track one plain `BlockOperation` at once; 2 a retried task in a group with a limit;
+/// 3 a quick task with an unused 60 s timeout; 4 a parent reads its progress, then tracks a nested
+/// job whose `allTasksFinished()` tracks more; 5 a nested job that refills itself about 100 times
+/// (only with `JOBKIT_MODEL_DEEP_REFILL=1`); 6 another thread reads a parent's progress for the
+/// first time while a nested job finishes; 7 a job cancelled just before its queue starts it.
+struct WorkflowGenerator {
+  private var rng: ModelRandom
+  private let skip: Set<Int>
+  private let deepRefill: Bool
+  private var nextID = 0
+  private var nextJobID = 0
+  private var budget: Int
+  private var shapes: Set<Int> = []
+
+  /// The plan of workflow `seed`.
+  static func plan(seed: UInt64, skip: Set<Int>, deepRefill: Bool) -> WorkflowPlan {
+    var generator = WorkflowGenerator(seed: seed, skip: skip, deepRefill: deepRefill)
+    return generator.makeWorkflow(seed: seed)
+  }
+
+  private init(seed: UInt64, skip: Set<Int>, deepRefill: Bool) {
+    rng = ModelRandom(seed: seed)
+    self.skip = skip
+    self.deepRefill = deepRefill
+    budget = 0
+    budget = rng.int(5...60)
+  }
+
+  private mutating func makeWorkflow(seed: UInt64) -> WorkflowPlan {
+    let total = budget
+    let shares = !skip.contains(1) && rng.chance(0.12)
+    let rootCount = shares || rng.chance(0.1) ? 2 : 1
+    var roots: [(job: JobPlan, start: StartMode)] = []
+    for _ in 0..<rootCount {
+      var start = rng.pick([StartMode.run, .run, .startJob, .ownQueue])
+      if !skip.contains(7) && rng.chance(0.05) {
+        start = .cancelBeforeStart
+        shapes.insert(7)
+      }
+      roots.append((makeJob(depth: 0, parentReadsProgress: false, isRunRoot: start == .run), start))
+    }
+    if shares { shapes.insert(1) }
+    return WorkflowPlan(
+      seed: seed, roots: roots, sharesPlainOperation: shares, taskCount: total - max(budget, 0), shapes: shapes)
+  }
+
+  private mutating func makeJob(depth: Int, parentReadsProgress: Bool, isRunRoot: Bool) -> JobPlan {
+    nextJobID += 1
+    var job = JobPlan(id: nextJobID, depth: depth, policy: rng.pick([.ignore, .ignore, .collect, .failFast]))
+    for kind in [ModelKind.alpha, .beta, .plainSub, .testTask] where rng.chance(0.25) {
+      job.limits[kind] = rng.int(1...3)
+    }
+    for kind in ModelKind.allCases where rng.chance(0.4) {
+      job.handlers.insert(kind)
+    }
+    job.readsProgressInMain = rng.chance(0.3)
+    for _ in 0..<rng.int(1...5) where budget > 0 {
+      job.mainTasks.append(makeSpec(depth: 0, job: &job))
+    }
+    let refillAllowed = !(skip.contains(4) && depth > 0)
+    if depth > 0 && deepRefill && !skip.contains(5) && rng.chance(0.3) {
+      job.refills = (0..<100).map { _ in [makeQuickSpec()] }
+      shapes.insert(5)
+    } else if refillAllowed && rng.chance(0.25) {
+      job.refills = (0..<rng.int(1...3)).map { _ in (0..<rng.int(1...2)).map { _ in makeSpec(depth: 1, job: &job) } }
+    }
+    if depth > 0 && !job.refills.isEmpty && parentReadsProgress { shapes.insert(4) }
+    if rng.chance(0.3), let first = job.mainTasks.first {
+      job.groupFollowups[first.work.groupKey] = (0..<rng.int(1...2)).map { _ in makeSpec(depth: 1, job: &job) }
+    }
+    let specs = job.allSpecs.map(\.spec)
+    if rng.chance(0.2), let spec = specs.isEmpty ? nil : rng.pick(specs) {
+      job.readsProgressAtSpec = spec.id
+    }
+    if depth > 0 && !skip.contains(6) && !parentReadsProgress && rng.chance(0.3) {
+      job.readsParentProgressFromOutside = true
+      shapes.insert(6)
+    }
+    chooseStop(&job, isRunRoot: isRunRoot)
+    return job
+  }
+
+  private mutating func chooseStop(_ job: inout JobPlan, isRunRoot: Bool) {
+    let specs = job.allSpecs.map(\.spec)
+    let triggers = specs.filter {
+      if case .kind(let kind, _, _) = $0.work { return kind != .testTask } else { return false }
+    }
+    let kind = rng.chance(0.5) ? StopKind.cancel : .fail
+    let roll = Double(rng.int(0...99)) / 100
+    if roll < 0.08 {
+      job.stop = .insideMain(kind, afterTasks: rng.int(0...job.mainTasks.count))
+    } else if roll < 0.23, !specs.isEmpty {
+      job.stop = .insideCallback(kind, spec: rng.pick(specs).id, beforeChildren: rng.chance(0.5))
+    } else if roll < 0.40, !triggers.isEmpty {
+      job.stop = isRunRoot && rng.chance(0.4) ? .swiftTaskCancel : .outside(kind)
+      let trigger = rng.pick(triggers).id
+      job.mainTasks = job.mainTasks.map { Self.markTrigger($0, id: trigger) }
+      job.refills = job.refills.map { $0.map { Self.markTrigger($0, id: trigger) } }
+      job.groupFollowups = job.groupFollowups.mapValues { $0.map { Self.markTrigger($0, id: trigger) } }
+    }
+  }
+
+  private static func markTrigger(_ spec: TaskSpec, id: Int) -> TaskSpec {
+    var spec = spec
+    if spec.id == id { spec.triggersOutsideStop = true }
+    spec.children = spec.children.map { markTrigger($0, id: id) }
+    return spec
+  }
+
+  private mutating func takeID() -> Int {
+    nextID += 1
+    budget -= 1
+    return nextID
+  }
+
+  private mutating func makeQuickSpec() -> TaskSpec {
+    TaskSpec(id: takeID(), work: .kind(.alpha, finish: .atOnce, fails: false), tracking: .queued(completion: true), children: [])
+  }
+
+  private mutating func leaves() -> [LeafPlan] {
+    (0..<rng.int(1...3)).map { _ in
+      budget -= 1
+      return LeafPlan(isAsync: rng.chance(0.4), fails: rng.chance(0.15))
+    }
+  }
+
+  private mutating func makeSpec(depth: Int, job: inout JobPlan) -> TaskSpec {
+    let id = takeID()
+    let roll = rng.int(0...99)
+    var work: Work
+    var tracking = Tracking.queued(completion: rng.chance(0.6))
+    if rng.chance(0.25) { tracking = .byTest(completion: rng.chance(0.6)) }
+    switch roll {
+    case 0..<8 where job.depth < 2 && budget > 3:
+      work = .nested(makeJob(depth: job.depth + 1, parentReadsProgress: job.readsProgressInMain, isRunRoot: false))
+    case 0..<12: work = .sequential(leaves())
+    case 12..<16: work = .concurrent(leaves())
+    case 16..<22: work = .blockTask(LeafPlan(isAsync: rng.chance(0.5), fails: rng.chance(0.2)))
+    case 22..<27: work = .pipeline(steps: rng.int(1...3), failingStep: rng.chance(0.2) ? rng.int(0...2) : nil)
+    case 27..<32:
+      work = .dispatch(leaves(), concurrent: rng.chance(0.5))
+      tracking = .alreadyStarted
+    default:
+      (work, tracking) = makeKind(job: job, tracking: tracking)
+    }
+    var spec = TaskSpec(id: id, work: work, tracking: tracking, children: [])
+    if depth < 3 && budget > 0 && rng.chance(0.35) {
+      for _ in 0..<rng.int(1...2) where budget > 0 {
+        spec.children.append(makeSpec(depth: depth + 1, job: &job))
+      }
+    }
+    return spec
+  }
+
+  private mutating func makeKind(job: JobPlan, tracking: Tracking) -> (Work, Tracking) {
+    let kind = rng.pick([ModelKind.alpha, .alpha, .beta, .beta, .plainSub, .plain, .testTask])
+    let finish = rng.pick([FinishMode.atOnce, .atOnce, .later, .later, .onThread])
+    if kind == .testTask || (kind.canFail && rng.chance(0.08)) {
+      return (.kind(kind, finish: .untilCancelled, fails: false), .timeout(milliseconds: rng.int(5...25)))
+    }
+    if kind.canFail && rng.chance(0.15) {
+      let limited = job.limits[kind] != nil
+      if !(limited && skip.contains(2)) {
+        if limited { shapes.insert(2) }
+        let maxAttempts = rng.int(1...3)
+        return (.kind(kind, finish: finish, fails: false), .retry(failingAttempts: rng.int(0...3), maxAttempts: maxAttempts))
+      }
+    }
+    let fails = kind.canFail && rng.chance(0.2)
+    if !skip.contains(3) && rng.chance(0.08) {
+      shapes.insert(3)
+      return (.kind(kind, finish: finish, fails: fails), .timeout(milliseconds: 60_000))
+    }
+    return (.kind(kind, finish: finish, fails: fails), tracking)
+  }
+}
