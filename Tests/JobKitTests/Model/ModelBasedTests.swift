@@ -21,6 +21,7 @@ struct ModelBasedTests {
     var parked: [RunningWorkflow] = []
     var leaks = LeakWatch()
     var failing: [UInt64: [String]] = [:]
+    var shapes: [UInt64: [Int]] = [:]
     var reported = 0
     var count = 0
 
@@ -52,13 +53,17 @@ struct ModelBasedTests {
         return true
       }
       for (seed, description, labels) in leaks.expired() {
-        report(seed, description, ["not freed \(Int(config.leakSeconds)) s after the workflow finished: \(labels.prefix(8))"])
+        report(
+          seed, description, ["not freed \(Int(config.leakSeconds)) s after the workflow finished: \(labels.prefix(8))"]
+        )
       }
     }
 
     for seed in config.seeds {
       for _ in 0..<config.repeats {
-        let plan = WorkflowGenerator.plan(seed: seed, skip: config.skip, deepRefill: config.deepRefill)
+        let plan = WorkflowGenerator.plan(seed: seed, skip: config.skip, deepProgress: config.deepProgress)
+        if config.trace { FileHandle.standardError.write(Data("ModelBased: workflow \(plan.summary)\n".utf8)) }
+        shapes[seed] = plan.shapes.sorted()
         let running = WorkflowRunner.start(plan)
         count += 1
         for box in running.boxes { await box.wait(seconds: 1) }
@@ -80,8 +85,27 @@ struct ModelBasedTests {
     print(
       "ModelBased: \(count) workflow(s) in \(String(format: "%.1f", seconds)) s; failing seeds: \(seeds)"
         + (config.skip.isEmpty ? "" : "; skipped shapes \(config.skip.sorted())"))
+    for seed in seeds {
+      let kinds = Set(failing[seed, default: []].map(Self.kind)).sorted().joined(separator: ", ")
+      print("ModelBased: seed \(seed) shapes \(shapes[seed] ?? []): \(kinds)")
+    }
     if reported > 25 {
       Issue.record(Comment(rawValue: "\(seeds.count) failing seeds in all (first 25 reported above): \(seeds)"))
     }
+  }
+
+  /// A violation's kind, for the one-line-per-seed summary.
+  private static func kind(_ violation: String) -> String {
+    let text = violation.split(separator: ":", maxSplits: 1).last.map(String.init) ?? violation
+    for (needle, kind) in [
+      ("hang", "hang"), ("not freed", "leak"), ("progress ended", "progress<1"), ("ended with", "outcome"),
+      ("exactly once", "own callbacks"), ("fired", "group callbacks"),
+      ("allTasksFinished ran", "allTasksFinished count"),
+      ("entered while", "overlap"), ("after the job stopped itself", "callback after inside stop"),
+      ("cancelled before its queue", "ran after cancel before start"), ("still ran", "task outlived job"),
+    ] where violation.contains(needle) {
+      return kind
+    }
+    return String(text.prefix(60))
   }
 }

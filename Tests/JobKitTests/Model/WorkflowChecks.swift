@@ -56,26 +56,31 @@ enum WorkflowChecks {
     if !seen.mainRan { violation("main() never ran") }
     let wrong = expect.specIDs.sorted().filter { seen.callbacks[$0] != 1 }
     if !wrong.isEmpty {
-      violation("own callbacks not run exactly once: " + wrong.map { "s\($0)×\(seen.callbacks[$0] ?? 0)" }.joined(separator: ", "))
+      violation(
+        "own callbacks not run exactly once: "
+          + wrong.map { "s\($0)×\(seen.callbacks[$0] ?? 0)" }.joined(separator: ", "))
     }
     if sharedOperation && seen.sharedCallbacks != 1 {
       violation("the shared operation's own callback ran \(seen.sharedCallbacks) times, not once")
     }
     if seen.allTasksFinishedCalls != expect.allTasksFinishedCalls {
-      violation("allTasksFinished ran \(seen.allTasksFinishedCalls) times, the model says \(expect.allTasksFinishedCalls)")
+      violation(
+        "allTasksFinished ran \(seen.allTasksFinishedCalls) times, the model says \(expect.allTasksFinishedCalls)")
     }
     for (key, tracked) in seen.tracked.sorted(by: { $0.key < $1.key }) where tracked > 0 {
       if seen.lastFire[key] != tracked {
         violation("group \(key): last callback after \(seen.lastFire[key] ?? 0) of its \(tracked) tasks")
       }
     }
-    for (key, count) in expect.exactGroupCallbacks.sorted(by: { $0.key < $1.key }) where seen.fires[key, default: 0] != count {
+    for (key, count) in expect.exactGroupCallbacks.sorted(by: { $0.key < $1.key })
+    where seen.fires[key, default: 0] != count {
       violation("group \(key) fired \(seen.fires[key, default: 0]) times, the model says \(count)")
     }
     if outcome == .failures {
       let listed = failureCount ?? -1
       if !expect.failureCount.contains(listed) || job.failures.count != listed {
-        violation("JobFailures lists \(listed) (failures: \(job.failures.count)), the model says \(expect.failureCount)")
+        violation(
+          "JobFailures lists \(listed) (failures: \(job.failures.count)), the model says \(expect.failureCount)")
       }
     }
   }

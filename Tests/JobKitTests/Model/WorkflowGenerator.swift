@@ -5,40 +5,43 @@ import JobKit
 /// Defect shapes of issue 15 the generator produces on purpose (numbers for `JOBKIT_MODEL_SKIP`):
 /// 1 two jobs track one plain `BlockOperation` at once; 2 a retried task in a group with a limit;
 /// 3 a quick task with an unused 60 s timeout; 4 a parent reads its progress, then tracks a nested
-/// job whose `allTasksFinished()` tracks more; 5 a nested job that refills itself about 100 times
-/// (only with `JOBKIT_MODEL_DEEP_REFILL=1`); 6 another thread reads a parent's progress for the
+/// job that tracks more once running (refills, group follow-ups): its progress ends below 1.0;
+/// 5 progress trees more than one level deep (nested jobs that read their own progress, nest
+/// further jobs or groups, dispatch commands, or refill themselves about 100 times), which crash
+/// the process with SIGILL in Foundation's `_ProgressFraction`: only with `JOBKIT_MODEL_CRASHERS=1`;
+/// 6 another thread reads a parent's progress for the
 /// first time while a nested job finishes; 7 a job cancelled just before its queue starts it.
 struct WorkflowGenerator {
   private var rng: ModelRandom
   private let skip: Set<Int>
-  private let deepRefill: Bool
+  private let deepProgress: Bool
   private var nextID = 0
   private var nextJobID = 0
   private var budget: Int
   private var shapes: Set<Int> = []
 
   /// The plan of workflow `seed`.
-  static func plan(seed: UInt64, skip: Set<Int>, deepRefill: Bool) -> WorkflowPlan {
-    var generator = WorkflowGenerator(seed: seed, skip: skip, deepRefill: deepRefill)
+  static func plan(seed: UInt64, skip: Set<Int>, deepProgress: Bool) -> WorkflowPlan {
+    var generator = WorkflowGenerator(seed: seed, skip: skip, deepProgress: deepProgress)
     return generator.makeWorkflow(seed: seed)
   }
 
-  private init(seed: UInt64, skip: Set<Int>, deepRefill: Bool) {
+  private init(seed: UInt64, skip: Set<Int>, deepProgress: Bool) {
     rng = ModelRandom(seed: seed)
     self.skip = skip
-    self.deepRefill = deepRefill
+    self.deepProgress = deepProgress
     budget = 0
     budget = rng.int(5...60)
   }
 
   private mutating func makeWorkflow(seed: UInt64) -> WorkflowPlan {
     let total = budget
-    let shares = !skip.contains(1) && rng.chance(0.12)
+    let shares = rng.chance(0.12) && !skip.contains(1)
     let rootCount = shares || rng.chance(0.1) ? 2 : 1
     var roots: [(job: JobPlan, start: StartMode)] = []
     for _ in 0..<rootCount {
       var start = rng.pick([StartMode.run, .run, .startJob, .ownQueue])
-      if !skip.contains(7) && rng.chance(0.05) {
+      if rng.chance(0.05) && !skip.contains(7) {
         start = .cancelBeforeStart
         shapes.insert(7)
       }
@@ -62,14 +65,12 @@ struct WorkflowGenerator {
     for _ in 0..<rng.int(1...5) where budget > 0 {
       job.mainTasks.append(makeSpec(depth: 0, job: &job))
     }
-    let refillAllowed = !(skip.contains(4) && depth > 0)
-    if depth > 0 && deepRefill && !skip.contains(5) && rng.chance(0.3) {
+    if depth > 0 && deepProgress && rng.chance(0.3) {
       job.refills = (0..<100).map { _ in [makeQuickSpec()] }
       shapes.insert(5)
-    } else if refillAllowed && rng.chance(0.25) {
+    } else if rng.chance(0.25) {
       job.refills = (0..<rng.int(1...3)).map { _ in (0..<rng.int(1...2)).map { _ in makeSpec(depth: 1, job: &job) } }
     }
-    if depth > 0 && !job.refills.isEmpty && parentReadsProgress { shapes.insert(4) }
     if rng.chance(0.3), let first = job.mainTasks.first {
       job.groupFollowups[first.work.groupKey] = (0..<rng.int(1...2)).map { _ in makeSpec(depth: 1, job: &job) }
     }
@@ -77,9 +78,26 @@ struct WorkflowGenerator {
     if rng.chance(0.2), let spec = specs.isEmpty ? nil : rng.pick(specs) {
       job.readsProgressAtSpec = spec.id
     }
-    if depth > 0 && !skip.contains(6) && !parentReadsProgress && rng.chance(0.3) {
+    let hasNested = job.allSpecs.contains { if case .nested = $0.spec.work { return true } else { return false } }
+    if hasNested && (job.readsProgressInMain || job.readsProgressAtSpec != nil) {
+      if skip.contains(4) {
+        job.readsProgressInMain = false
+        job.readsProgressAtSpec = nil
+      } else {
+        shapes.insert(4)
+      }
+    }
+    if depth > 0 && rng.chance(0.3) && !skip.contains(6) && !parentReadsProgress {
       job.readsParentProgressFromOutside = true
       shapes.insert(6)
+    }
+    let readFromBelow = job.allSpecs.contains {
+      if case .nested(let nested) = $0.spec.work { return nested.readsParentProgressFromOutside } else { return false }
+    }
+    if !deepProgress && (job.readsProgressInMain || job.readsProgressAtSpec != nil || readFromBelow) {
+      job = Self.shallowProgressTree(job)
+    } else if deepProgress && (job.readsProgressInMain || job.readsProgressAtSpec != nil) && hasNested {
+      shapes.insert(5)
     }
     chooseStop(&job, isRunRoot: isRunRoot)
     return job
@@ -112,6 +130,44 @@ struct WorkflowGenerator {
     return spec
   }
 
+  /// Shape 5 kept out: the progress tree below a job whose progress is read stays one level
+  /// deep (its nested jobs read no progress and track only simple tasks, and it dispatches no
+  /// commands), because deeper trees crash the process in Foundation's `_ProgressFraction`.
+  private static func shallowProgressTree(_ job: JobPlan) -> JobPlan {
+    var job = job
+    func shallow(_ spec: TaskSpec) -> TaskSpec {
+      var spec = spec
+      switch spec.work {
+      case .nested(var nested):
+        nested.readsProgressInMain = false
+        nested.readsProgressAtSpec = nil
+        nested.mainTasks = nested.mainTasks.map(simple)
+        nested.refills = nested.refills.map { $0.map(simple) }
+        nested.groupFollowups = nested.groupFollowups.mapValues { $0.map(simple) }
+        spec.work = .nested(nested)
+      case .dispatch:
+        spec = simple(spec)
+      default: break
+      }
+      spec.children = spec.children.map(shallow)
+      return spec
+    }
+    func simple(_ spec: TaskSpec) -> TaskSpec {
+      var spec = spec
+      if case .kind = spec.work {
+      } else {
+        spec.work = .kind(.alpha, finish: .atOnce, fails: false)
+        spec.tracking = .queued(completion: true)
+      }
+      spec.children = spec.children.map(simple)
+      return spec
+    }
+    job.mainTasks = job.mainTasks.map(shallow)
+    job.refills = job.refills.map { $0.map(shallow) }
+    job.groupFollowups = job.groupFollowups.mapValues { $0.map(shallow) }
+    return job
+  }
+
   private mutating func takeID() -> Int {
     nextID += 1
     budget -= 1
@@ -119,7 +175,9 @@ struct WorkflowGenerator {
   }
 
   private mutating func makeQuickSpec() -> TaskSpec {
-    TaskSpec(id: takeID(), work: .kind(.alpha, finish: .atOnce, fails: false), tracking: .queued(completion: true), children: [])
+    TaskSpec(
+      id: takeID(), work: .kind(.alpha, finish: .atOnce, fails: false), tracking: .queued(completion: true),
+      children: [])
   }
 
   private mutating func leaves() -> [LeafPlan] {
@@ -168,11 +226,13 @@ struct WorkflowGenerator {
       if !(limited && skip.contains(2)) {
         if limited { shapes.insert(2) }
         let maxAttempts = rng.int(1...3)
-        return (.kind(kind, finish: finish, fails: false), .retry(failingAttempts: rng.int(0...3), maxAttempts: maxAttempts))
+        return (
+          .kind(kind, finish: finish, fails: false), .retry(failingAttempts: rng.int(0...3), maxAttempts: maxAttempts)
+        )
       }
     }
     let fails = kind.canFail && rng.chance(0.2)
-    if !skip.contains(3) && rng.chance(0.08) {
+    if rng.chance(0.08) && !skip.contains(3) {
       shapes.insert(3)
       return (.kind(kind, finish: finish, fails: fails), .timeout(milliseconds: 60_000))
     }

@@ -89,7 +89,9 @@ enum WorkflowModel {
     case .nested(let plan):
       let outcomes = expectation(for: plan, sharedOperation: false).allowed
       let failing = outcomes.subtracting([.success, .cancelled])
-      return Failure(certain: !outcomes.contains(.success) && !outcomes.contains(.cancelled), possible: !failing.isEmpty, tags: failing)
+      return Failure(
+        certain: !outcomes.contains(.success) && !outcomes.contains(.cancelled), possible: !failing.isEmpty,
+        tags: failing)
     case .sequential(let leaves), .concurrent(let leaves), .dispatch(let leaves, _):
       fails = leaves.contains { $0.fails }
       tags = [.failures]

@@ -11,7 +11,9 @@ extension WorkflowPlan {
     func describe(_ job: JobPlan) {
       var line = "  job \(job.id) (depth \(job.depth), \(job.policy)"
       if !job.limits.isEmpty {
-        line += ", limits " + job.limits.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key)≤\($0.value)" }
+        line +=
+          ", limits "
+          + job.limits.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key)≤\($0.value)" }
           .joined(separator: " ")
       }
       if !job.handlers.isEmpty { line += ", handlers \(job.handlers.map(\.groupKey).sorted())" }
@@ -21,7 +23,8 @@ extension WorkflowPlan {
       if job.readsParentProgressFromOutside { line += ", first parent progress read from outside" }
       line += "): main [" + job.mainTasks.map(Self.describe).joined(separator: ", ") + "]"
       if !job.refills.isEmpty {
-        line += job.refills.count > 5
+        line +=
+          job.refills.count > 5
           ? ", \(job.refills.count) refills"
           : ", refills " + job.refills.map { "[" + $0.map(Self.describe).joined(separator: ", ") + "]" }.joined()
       }
@@ -33,7 +36,7 @@ extension WorkflowPlan {
         if case .nested(let nested) = spec.work { describe(nested) }
       }
     }
-    roots.forEach { describe($0.job) }
+    for root in roots { describe(root.job) }
     return lines.joined(separator: "\n")
   }
 
