@@ -98,7 +98,8 @@ struct ModelBasedTests {
   private static func kind(_ violation: String) -> String {
     let text = violation.split(separator: ":", maxSplits: 1).last.map(String.init) ?? violation
     for (needle, kind) in [
-      ("hang", "hang"), ("not freed", "leak"), ("progress ended", "progress<1"), ("ended with", "outcome"),
+      ("hang", "hang"), ("unfinished job", "hang"), ("not freed", "leak"), ("progress ended", "progress<1"),
+      ("ended with", "outcome"),
       ("exactly once", "own callbacks"), ("fired", "group callbacks"),
       ("allTasksFinished ran", "allTasksFinished count"),
       ("entered while", "overlap"), ("after the job stopped itself", "callback after inside stop"),
@@ -106,6 +107,6 @@ struct ModelBasedTests {
     ] where violation.contains(needle) {
       return kind
     }
-    return String(text.prefix(60))
+    return String(text.prefix(60)).replacingOccurrences(of: "\n", with: " ")
   }
 }

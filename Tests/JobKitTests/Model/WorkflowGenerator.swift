@@ -78,7 +78,13 @@ struct WorkflowGenerator {
     if rng.chance(0.2), let spec = specs.isEmpty ? nil : rng.pick(specs) {
       job.readsProgressAtSpec = spec.id
     }
-    let hasNested = job.allSpecs.contains { if case .nested = $0.spec.work { return true } else { return false } }
+    // Nested jobs, groups and dispatches are all jobs, whose progress joins this job's as a child.
+    let hasNested = job.allSpecs.contains {
+      switch $0.spec.work {
+      case .nested, .sequential, .concurrent, .dispatch: return true
+      case .kind, .blockTask, .pipeline: return false
+      }
+    }
     if hasNested && (job.readsProgressInMain || job.readsProgressAtSpec != nil) {
       if skip.contains(4) {
         job.readsProgressInMain = false
@@ -131,8 +137,9 @@ struct WorkflowGenerator {
   }
 
   /// Shape 5 kept out: the progress tree below a job whose progress is read stays one level
-  /// deep (its nested jobs read no progress and track only simple tasks, and it dispatches no
-  /// commands), because deeper trees crash the process in Foundation's `_ProgressFraction`.
+  /// deep and small (its nested jobs read no progress and track at most three simple tasks and
+  /// one refill of one task, and it dispatches no commands), because larger trees crash the
+  /// process in Foundation's `_ProgressFraction` arithmetic.
   private static func shallowProgressTree(_ job: JobPlan) -> JobPlan {
     var job = job
     func shallow(_ spec: TaskSpec) -> TaskSpec {
@@ -141,9 +148,13 @@ struct WorkflowGenerator {
       case .nested(var nested):
         nested.readsProgressInMain = false
         nested.readsProgressAtSpec = nil
-        nested.mainTasks = nested.mainTasks.map(simple)
-        nested.refills = nested.refills.map { $0.map(simple) }
-        nested.groupFollowups = nested.groupFollowups.mapValues { $0.map(simple) }
+        // Defect 4's shape, and no more: a few simple tasks, and one refill of one task.
+        nested.mainTasks = nested.mainTasks.prefix(3).map { simple($0, keepChildren: false) }
+        nested.refills = nested.refills.first?.first.map { [[simple($0, keepChildren: false)]] } ?? []
+        nested.groupFollowups = [:]
+        if case .insideCallback(_, let id, _) = nested.stop, !nested.allSpecs.contains(where: { $0.spec.id == id }) {
+          nested.stop = .none
+        }
         spec.work = .nested(nested)
       case .dispatch:
         spec = simple(spec)
@@ -152,19 +163,23 @@ struct WorkflowGenerator {
       spec.children = spec.children.map(shallow)
       return spec
     }
-    func simple(_ spec: TaskSpec) -> TaskSpec {
+    func simple(_ spec: TaskSpec, keepChildren: Bool = true) -> TaskSpec {
       var spec = spec
+      if !keepChildren { spec.children = [] }
       if case .kind = spec.work {
       } else {
         spec.work = .kind(.alpha, finish: .atOnce, fails: false)
         spec.tracking = .queued(completion: true)
       }
-      spec.children = spec.children.map(simple)
+      spec.children = spec.children.map { simple($0) }
       return spec
     }
     job.mainTasks = job.mainTasks.map(shallow)
     job.refills = job.refills.map { $0.map(shallow) }
-    job.groupFollowups = job.groupFollowups.mapValues { $0.map(shallow) }
+    // A follow-up keyed to a group whose first task became a simple task moves to that group.
+    if let key = job.mainTasks.first?.work.groupKey {
+      job.groupFollowups = [key: job.groupFollowups.values.flatMap { $0.map(shallow) }].filter { !$0.value.isEmpty }
+    }
     return job
   }
 
