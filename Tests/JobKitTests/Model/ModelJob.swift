@@ -17,7 +17,7 @@ struct JobObservation {
   var pendingRunTaskCancel = false
   var runTask: Task<Void, Never>?
   var callbacks: [Int: Int] = [:]
-  var sharedCallbacks = 0
+  var sharedCallbacks: [String: Int] = [:]
   var tracked: [String: Int] = [:]
   var routed: [String: Int] = [:]
   var fires: [String: Int] = [:]
@@ -131,7 +131,7 @@ final class ModelJob: JobController, @unchecked Sendable {
   }
 
   override func taskFinished(_ task: Operation) {
-    if task.name == "shared" {
+    if task.name?.hasPrefix("shared") == true {
       sharedRouted(task, viaCompletion: false)
     } else if let name = task.name, let id = Int(name.dropFirst()), let spec = specs[id] {
       taskRouted(spec, task, viaCompletion: false)
@@ -188,13 +188,14 @@ final class ModelJob: JobController, @unchecked Sendable {
 
   private func sharedRouted(_ task: Operation, viaCompletion: Bool) {
     enter("shared", .task)
+    let name = task.name ?? "shared"
     let count: Int = observed.withLock { state in
-      state.sharedCallbacks += 1
+      state.sharedCallbacks[name, default: 0] += 1
       state.routed[ModelKind.plain.groupKey, default: 0] += 1
-      return state.sharedCallbacks
+      return state.sharedCallbacks[name, default: 0]
     }
-    if count > 1 { violation("the shared operation's callback ran \(count) times") }
-    if !task.isFinished { violation("the shared operation was routed before it finished") }
+    if count > 1 { violation("\(name)'s callback ran \(count) times") }
+    if !task.isFinished { violation("\(name) was routed before it finished") }
     exit()
   }
 

@@ -47,9 +47,11 @@ struct WorkflowGenerator {
       }
       roots.append((makeJob(depth: 0, parentReadsProgress: false, isRunRoot: start == .run), start))
     }
+    let sharedCount = rng.int(1...24)
     if shares { shapes.insert(1) }
     return WorkflowPlan(
-      seed: seed, roots: roots, sharesPlainOperation: shares, taskCount: total - max(budget, 0), shapes: shapes)
+      seed: seed, roots: roots, sharedOperations: shares ? sharedCount : 0, taskCount: total - max(budget, 0),
+      shapes: shapes)
   }
 
   private mutating func makeJob(depth: Int, parentReadsProgress: Bool, isRunRoot: Bool) -> JobPlan {
@@ -154,6 +156,9 @@ struct WorkflowGenerator {
         nested.groupFollowups = [:]
         if case .insideCallback(_, let id, _) = nested.stop, !nested.allSpecs.contains(where: { $0.spec.id == id }) {
           nested.stop = .none
+        }
+        if case .insideMain(let kind, let after) = nested.stop, after > nested.mainTasks.count {
+          nested.stop = .insideMain(kind, afterTasks: nested.mainTasks.count)
         }
         spec.work = .nested(nested)
       case .dispatch:

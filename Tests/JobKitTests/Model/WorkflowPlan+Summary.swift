@@ -6,7 +6,7 @@ extension WorkflowPlan {
     let starts = roots.map { "\($0.start)" }.joined(separator: ", ")
     var lines = [
       "seed \(seed): \(roots.count) root job(s) [\(starts)], ~\(taskCount) task(s), defect shapes \(shapes.sorted())"
-        + (sharesPlainOperation ? ", roots share one BlockOperation" : "")
+        + (sharesPlainOperation ? ", roots share \(sharedOperations) BlockOperation(s)" : "")
     ]
     func describe(_ job: JobPlan) {
       var line = "  job \(job.id) (depth \(job.depth), \(job.policy)"

@@ -176,8 +176,10 @@ enum StartMode: Sendable, CaseIterable {
 struct WorkflowPlan: Sendable {
   var seed: UInt64
   var roots: [(job: JobPlan, start: StartMode)]
-  /// Both roots track one plain `BlockOperation` at the same moment, before they start.
-  var sharesPlainOperation = false
+  /// How many plain `BlockOperation`s both roots track at the same moment (from two threads,
+  /// before they start); 0 for none.
+  var sharedOperations = 0
+  var sharesPlainOperation: Bool { sharedOperations > 0 }
   var taskCount = 0
   var shapes: Set<Int> = []
 }

@@ -1,5 +1,6 @@
 import Foundation
 import JobKit
+import JobKitTesting
 
 /// A root job's outcome, set once by the task awaiting the job.
 final class OutcomeBox: Sendable {
@@ -66,12 +67,35 @@ enum WorkflowRunner {
     let context = WorkflowContext(seed: plan.seed)
     let roots = plan.roots.map { ModelJob(plan: $0.job, context: context, parent: nil) }
     if plan.sharesPlainOperation {
-      // Shape 1: both roots wrap the same completionBlock at the same moment.
-      let shared = BlockOperation {}
-      shared.name = "shared"
-      context.watch(shared, "shared BlockOperation")
-      DispatchQueue.concurrentPerform(iterations: 2) { roots[$0].trackShared(shared, completion: $0 == 0) }
-      context.sideQueue.addOperation(shared)
+      // Shape 1: both roots wrap the same completionBlocks at the same moment.
+      let shared = (0..<plan.sharedOperations).map { index in
+        let operation = BlockOperation {}
+        operation.name = "shared\(index)"
+        context.watch(operation, "shared BlockOperation \(index)")
+        return operation
+      }
+      // Odd seeds queue the operations first, so they may finish while both roots wrap them.
+      let queueFirst = plan.seed % 2 == 1
+      if queueFirst { context.sideQueue.addOperations(shared, waitUntilFinished: false) }
+      // A two-thread rendezvous before each operation, so both `track` calls overlap.
+      let arrivals = ModelLocked([Int](repeating: 0, count: shared.count))
+      // Root 1 tracks on a thread of its own (a pool could run both loops on one thread, which
+      // would never pass the rendezvous), root 0 on this one.
+      let trackAll: @Sendable (Int) -> Void = { root in
+        for (index, operation) in shared.enumerated() {
+          arrivals.withLock { $0[index] += 1 }
+          while arrivals.withLock({ $0[index] }) < 2 { sched_yield() }
+          roots[root].trackShared(operation, completion: root == 0)
+        }
+      }
+      let joined = Latch()
+      Thread {
+        trackAll(1)
+        joined.open()
+      }.start()
+      trackAll(0)
+      joined.wait()
+      if !queueFirst { context.sideQueue.addOperations(shared, waitUntilFinished: false) }
     }
     var boxes: [OutcomeBox] = []
     var queues: [OperationQueue] = []
@@ -134,7 +158,7 @@ enum WorkflowRunner {
       }
       WorkflowChecks.check(
         root, outcome: outcome, failureCount: count, parentStopped: false, start: start,
-        sharedOperation: plan.sharesPlainOperation, jobs: jobs)
+        sharedOperations: plan.sharedOperations, jobs: jobs)
     }
     let result = WorkflowResult(
       seed: plan.seed, description: plan.summary, violations: context.violations, watched: context.watched)
