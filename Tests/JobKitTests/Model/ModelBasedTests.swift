@@ -66,7 +66,7 @@ struct ModelBasedTests {
         shapes[seed] = plan.shapes.sorted()
         let running = WorkflowRunner.start(plan)
         count += 1
-        for box in running.boxes { await box.wait(seconds: 1) }
+        for box in running.boxes { await box.wait(seconds: 0.25) }
         if running.isDone { settle(running) } else { parked.append(running) }
         checkParked(final: false)
       }
