@@ -1,0 +1,63 @@
+import Foundation
+
+/// The model-based test's settings, from the environment:
+/// - `JOBKIT_SEED=n`: run only workflow `n` (a replay), `JOBKIT_MODEL_REPEAT` times (default 1);
+/// - `JOBKIT_MODEL_WORKFLOWS=n`: run workflows 0..<n (default 1,000; CI's long mode: 10,000);
+/// - `JOBKIT_MODEL_FIRST=n`: start the range at workflow `n` instead of 0;
+/// - `JOBKIT_MODEL_SKIP=2,4`: leave out those defect shapes (see `WorkflowGenerator`);
+/// - `JOBKIT_MODEL_TRACE=1`: print each workflow's seed before it starts (to name the seed of a crash);
+/// - `JOBKIT_MODEL_CRASHERS=1`: also generate defect shape 5 (deep progress trees, deep refills),
+///   which crashes the process until issue 15's defect 5 is fixed. Seeds name other workflows then.
+struct ModelBasedConfig {
+  var seeds: [UInt64]
+  var repeats: Int
+  var skip: Set<Int>
+  var deepProgress: Bool
+  var trace = ProcessInfo.processInfo.environment["JOBKIT_MODEL_TRACE"] == "1"
+  /// How long a workflow may take before it counts as a hang.
+  var hangSeconds: Double = 20
+  /// How long a finished workflow's objects may stay alive before they count as leaked.
+  var leakSeconds: Double = 5
+
+  static func fromEnvironment() -> ModelBasedConfig {
+    let environment = ProcessInfo.processInfo.environment
+    let repeats = environment["JOBKIT_MODEL_REPEAT"].flatMap(Int.init) ?? 1
+    let skip = Set((environment["JOBKIT_MODEL_SKIP"] ?? "").split(separator: ",").compactMap { Int($0) })
+    let deepProgress = environment["JOBKIT_MODEL_CRASHERS"] == "1"
+    if let seed = environment["JOBKIT_SEED"].flatMap(UInt64.init) {
+      return ModelBasedConfig(seeds: [seed], repeats: max(1, repeats), skip: skip, deepProgress: deepProgress)
+    }
+    let count = environment["JOBKIT_MODEL_WORKFLOWS"].flatMap(UInt64.init) ?? 1_000
+    let first = environment["JOBKIT_MODEL_FIRST"].flatMap(UInt64.init) ?? 0
+    let seeds = Array(first..<(first + count))
+    return ModelBasedConfig(seeds: seeds, repeats: max(1, repeats), skip: skip, deepProgress: deepProgress)
+  }
+}
+
+/// Objects of finished workflows that are still alive, each with a deadline.
+struct LeakWatch {
+  private var pending: [(seed: UInt64, description: String, refs: [WeakRef], deadline: Date)] = []
+
+  /// Adds a finished workflow's objects, unless they are all freed already.
+  mutating func add(_ result: WorkflowResult, seconds: Double) {
+    let alive = result.watched.filter { $0.object != nil }
+    if !alive.isEmpty { pending.append((result.seed, result.description, alive, Date(timeIntervalSinceNow: seconds))) }
+  }
+
+  /// Drops freed entries; returns the seeds (and labels) whose deadline passed with objects alive.
+  mutating func expired(now: Date = Date()) -> [(UInt64, String, [String])] {
+    var leaked: [(UInt64, String, [String])] = []
+    pending = pending.compactMap { entry in
+      let alive = entry.refs.filter { $0.object != nil }
+      if alive.isEmpty { return nil }
+      if entry.deadline < now {
+        leaked.append((entry.seed, entry.description, alive.map(\.label)))
+        return nil
+      }
+      return (entry.seed, entry.description, alive, entry.deadline)
+    }
+    return leaked
+  }
+
+  var isEmpty: Bool { pending.isEmpty }
+}
