@@ -6,8 +6,6 @@ import Foundation
 /// - `JOBKIT_MODEL_FIRST=n`: start the range at workflow `n` instead of 0;
 /// - `JOBKIT_MODEL_SKIP=2,4`: leave out those defect shapes (see `WorkflowGenerator`);
 /// - `JOBKIT_MODEL_TRACE=1`: print each workflow's seed before it starts (to name the seed of a crash);
-/// - `JOBKIT_MODEL_CRASHERS=1`: also generate defect shape 5 (deep progress trees, deep refills),
-///   which crashes the process until issue 15's defect 5 is fixed. Seeds name other workflows then.
 struct ModelBasedConfig {
   var seeds: [UInt64]
   var repeats: Int
@@ -23,7 +21,9 @@ struct ModelBasedConfig {
     let environment = ProcessInfo.processInfo.environment
     let repeats = environment["JOBKIT_MODEL_REPEAT"].flatMap(Int.init) ?? 1
     let skip = Set((environment["JOBKIT_MODEL_SKIP"] ?? "").split(separator: ",").compactMap { Int($0) })
-    let deepProgress = environment["JOBKIT_MODEL_CRASHERS"] == "1"
+    // Shape 5 (deep progress trees) crashed the process before issue 15's fix; it is now generated
+    // like every other shape (leave it out with JOBKIT_MODEL_SKIP=5).
+    let deepProgress = !skip.contains(5)
     if let seed = environment["JOBKIT_SEED"].flatMap(UInt64.init) {
       return ModelBasedConfig(seeds: [seed], repeats: max(1, repeats), skip: skip, deepProgress: deepProgress)
     }

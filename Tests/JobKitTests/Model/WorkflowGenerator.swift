@@ -8,7 +8,8 @@ import JobKit
 /// job that tracks more once running (refills, group follow-ups): its progress ends below 1.0;
 /// 5 progress trees more than one level deep (nested jobs that read their own progress, nest
 /// further jobs or groups, dispatch commands, or refill themselves about 100 times), which crash
-/// the process with SIGILL in Foundation's `_ProgressFraction`: only with `JOBKIT_MODEL_CRASHERS=1`;
+/// the process with SIGILL in Foundation's `_ProgressFraction` before JobKit stopped building
+/// `Progress` trees;
 /// 6 another thread reads a parent's progress for the
 /// first time while a nested job finishes; 7 a job cancelled just before its queue starts it.
 struct WorkflowGenerator {
