@@ -71,18 +71,17 @@ open class GroupJob: JobController, @unchecked Sendable {
   }
 
   /// Lets the group finish (with ``JobFailures`` if a task failed), unless a task is being added
-  /// from another thread at this very moment or held tasks wait; then a gate keeps the job alive.
+  /// from another thread at this very moment or held tasks wait; then a hold keeps the job alive.
   /// Called by the job's router once every started task was routed, serially with the group's
   /// other callbacks, on the thread that routed the last task.
   public final override func allTasksFinished() {
     switch groupState.withLock({ $0.allTasksFinished() }) {
     case .finish:
       break
-    case .armGate:
-      let gate = BlockOperation {}
-      track(gate) { _ in }
-      if groupState.withLock({ $0.gateTracked(gate) }) {
-        gate.start()
+    case .holdOpen:
+      holdOpen()
+      if groupState.withLock({ $0.holdTaken() }) {
+        releaseHold()
       }
     }
   }
@@ -127,11 +126,13 @@ open class GroupJob: JobController, @unchecked Sendable {
         trackAndQueue(task, completion: taskCompletion)
       }
     }
-    var gate = launch.gate
-    if launch.inFlight, let opened = groupState.withLock({ $0.endInFlight() }) {
-      gate = opened
+    var releasesHold = launch.releasesHold
+    if launch.inFlight, groupState.withLock({ $0.endInFlight() }) {
+      releasesHold = true
     }
-    gate?.start()
+    if releasesHold {
+      releaseHold()
+    }
   }
 
   /// Cancels `task`, which was never started, and starts it on this thread, untracked, so it

@@ -9,8 +9,8 @@ import Foundation
 /// the group runs, a start happens either inside one of the job's callbacks (the job cannot
 /// finish meanwhile) or from another thread (`add`, a resume), which counts as *in flight* until
 /// the task is tracked. `allTasksFinished()` closes the group only when nothing is in flight and
-/// no held task waits; otherwise it arms a *gate*, a tracked operation that keeps the job alive
-/// and is opened once the group no longer needs it.
+/// no held task waits; otherwise it takes a hold on the job (`JobController.holdOpen()`), which
+/// keeps the job from finishing until the group releases it.
 struct GroupState {
   enum Mode {
     case sequential
@@ -35,23 +35,26 @@ struct GroupState {
     var generation: UInt64 = 0
   }
 
-  enum Gate {
+  /// Whether the group keeps its job from finishing (the job's keep-alive hold, see
+  /// `JobController.holdOpen()`), because a start is in flight or held tasks wait.
+  enum KeepAlive {
     case none
-    /// `allTasksFinished()` is tracking a gate.
-    case arming
-    /// The gate is tracked; it is opened when the group no longer needs it.
-    case armed(Operation)
+    /// `allTasksFinished()` is taking a hold.
+    case taking
+    /// The hold is taken; it is released when the group no longer needs it.
+    case held
   }
 
   /// What the caller does after a transition: track and queue `tasks` with the group's context
   /// (or, if `cancelled`, cancel them and start them untracked so they finish without running),
-  /// then, if `inFlight`, end the in-flight start, then open `gate`.
+  /// then, if `inFlight`, end the in-flight start, then release the job's hold if
+  /// `releasesHold`.
   struct Launch {
     var tasks: [Operation] = []
     var cancelled = false
     var inFlight = false
     var context: JobContext
-    var gate: Operation?
+    var releasesHold = false
   }
 
   let mode: Mode
@@ -67,7 +70,7 @@ struct GroupState {
   var members: Set<ObjectIdentifier> = []
   /// Starts from outside the job's callbacks whose task is not tracked yet.
   var inFlight = 0
-  var gate = Gate.none
+  var keepAlive = KeepAlive.none
 
   init(mode: Mode) {
     self.mode = mode
@@ -109,7 +112,7 @@ struct GroupState {
       inFlight += 1
       result.inFlight = true
     } else {
-      result.gate = takeGateIfUnneeded()
+      result.releasesHold = releaseHoldIfUnneeded()
     }
     return result
   }
@@ -126,16 +129,18 @@ struct GroupState {
     }
   }
 
-  private mutating func takeGateIfUnneeded() -> Operation? {
-    guard case .armed(let armed) = gate, !needsKeepAlive else { return nil }
-    gate = .none
-    return armed
+  /// Whether the job's hold can be released now.
+  private mutating func releaseHoldIfUnneeded() -> Bool {
+    guard case .held = keepAlive, !needsKeepAlive else { return false }
+    keepAlive = .none
+    return true
   }
 
-  /// The tasks of an in-flight start are tracked. Returns the gate to open, if any.
-  mutating func endInFlight() -> Operation? {
+  /// The tasks of an in-flight start are tracked. Returns `true` if the caller must release
+  /// the job's hold.
+  mutating func endInFlight() -> Bool {
     inFlight -= 1
-    return takeGateIfUnneeded()
+    return releaseHoldIfUnneeded()
   }
 
   // MARK: Running
@@ -179,7 +184,7 @@ struct GroupState {
     guard phase == .waiting || phase == .running else { return launch() }
     phase = .stopping
     var result = dropPending()
-    result.gate = takeGateIfUnneeded()
+    result.releasesHold = releaseHoldIfUnneeded()
     return result
   }
 
@@ -188,7 +193,7 @@ struct GroupState {
   mutating func jobFinished() -> Launch {
     phase = .closed
     var result = dropPending()
-    result.gate = takeGateIfUnneeded()
+    result.releasesHold = releaseHoldIfUnneeded()
     return result
   }
 
@@ -203,23 +208,24 @@ struct GroupState {
   enum Completion {
     /// Let the job finish.
     case finish
-    /// Track a gate and pass it to `gateTracked`.
-    case armGate
+    /// Take a hold on the job (`JobController.holdOpen()`), then call `holdTaken`.
+    case holdOpen
   }
 
   /// The job's `allTasksFinished()`: close unless a start is in flight or held tasks wait.
   mutating func allTasksFinished() -> Completion {
     guard !needsKeepAlive else {
-      gate = .arming
-      return .armGate
+      keepAlive = .taking
+      return .holdOpen
     }
     phase = .closed
     return .finish
   }
 
-  /// The gate asked for by `.armGate` is tracked. Returns `true` if the caller must open it now.
-  mutating func gateTracked(_ trackedGate: Operation) -> Bool {
-    gate = .armed(trackedGate)
-    return takeGateIfUnneeded() != nil
+  /// The hold asked for by `.holdOpen` is taken. Returns `true` if the caller must release it
+  /// at once (the group stopped needing it meanwhile).
+  mutating func holdTaken() -> Bool {
+    keepAlive = .held
+    return releaseHoldIfUnneeded()
   }
 }

@@ -129,6 +129,22 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
     try await waitForFinishCancellingOnTaskCancel()
   }
 
+  /// Keeps the job from finishing, even with nothing tracked, until ``releaseHold()``: for a
+  /// job that will track more tasks from outside its callbacks (a group adding tasks from
+  /// another thread). Returns `false` (and holds nothing) if the job already finished.
+  @discardableResult
+  func holdOpen() -> Bool {
+    jobState.withLock { $0.holdOpen() }
+  }
+
+  /// Releases a hold taken with ``holdOpen()``. When the last one goes and nothing is tracked,
+  /// routing resumes: ``allTasksFinished()`` runs again (on this thread, if nobody routes).
+  func releaseHold() {
+    if jobState.withLock({ $0.releaseHold() }) {
+      route()
+    }
+  }
+
   /// Adds the job to `queue` unless ``startJob()`` or ``run()`` already submitted it or it already
   /// started, without reporting ``JobKitError/Code/startedTwice`` (``run()`` and `runAndWait()`
   /// start a job only if nobody did).

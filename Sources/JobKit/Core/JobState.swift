@@ -24,6 +24,9 @@ struct JobState {
   var clock: any JobClock = DispatchJobClock()
   /// A finish left to the thread that publishes progress (see `finish`).
   private var pendingFinish: JobFinish?
+  /// Holds taken with `holdOpen()`: while one is out, the job does not finish, even with nothing
+  /// tracked; `allTasksFinished()` runs again once the last is released.
+  private(set) var holds = 0
 
   // MARK: Submission and start
 
@@ -246,7 +249,7 @@ struct JobState {
     if !registry.finished.isEmpty {
       return .route(registry.takeFinished())
     }
-    if registry.isEmpty {
+    if registry.isEmpty, holds == 0 {
       switch phase.stop {
       case nil:
         listeners.yield(.allTasksFinished)
@@ -263,7 +266,7 @@ struct JobState {
 
   /// `allTasksFinished()` returned. Returns the finish step if it tracked nothing new, else `nil`.
   mutating func allTasksFinishedReturned() -> Step? {
-    guard registry.isEmpty, registry.finished.isEmpty else { return nil }
+    guard registry.isEmpty, registry.finished.isEmpty, holds == 0 else { return nil }
     if case .failed(let error) = phase.stop { return finish(error) }
     if !phase.isStopping, failurePolicy == .collect, !failures.isEmpty {
       return finish(JobFailures(failures))
@@ -291,6 +294,24 @@ struct JobState {
   mutating func takePendingFinish() -> JobFinish? {
     defer { pendingFinish = nil }
     return pendingFinish
+  }
+
+  // MARK: Holds
+
+  /// Takes a hold that keeps the job from finishing. Returns `false` if it already finished.
+  mutating func holdOpen() -> Bool {
+    guard !phase.isFinished else { return false }
+    holds += 1
+    return true
+  }
+
+  /// Releases a hold. Returns `true` if the caller must take the router and route: the last hold
+  /// is gone, nothing is tracked and nobody routes.
+  mutating func releaseHold() -> Bool {
+    guard holds > 0 else { return false }
+    holds -= 1
+    guard holds == 0, registry.isEmpty else { return false }
+    return phase.takeRouterIfFree()
   }
 
   // MARK: Stopping

@@ -190,6 +190,38 @@ struct JobStateTests {
     #expect(check24)
   }
 
+  @Test func aHoldKeepsAnEmptyJobFromFinishingUntilItIsReleased() {
+    var state = started()
+    let held = state.holdOpen()
+    #expect(held)
+    state.mainReturned()
+    guard case .release = state.nextStep() else {
+      Issue.record("a held job with nothing tracked must wait")
+      return
+    }
+    let routes = state.releaseHold()  // the last hold, nothing tracked, nobody routes
+    #expect(routes)
+    guard case .allTasksFinished = state.nextStep() else {
+      Issue.record("expected allTasksFinished once the hold was released")
+      return
+    }
+    let again = state.holdOpen()  // taken inside allTasksFinished(): the job does not finish
+    #expect(again)
+    #expect(state.allTasksFinishedReturned() == nil)
+    let releasedWhileRouting = state.releaseHold()  // this thread still holds the router
+    #expect(!releasedWhileRouting)
+    guard case .allTasksFinished = state.nextStep() else {
+      Issue.record("expected allTasksFinished again")
+      return
+    }
+    guard case .finish? = state.allTasksFinishedReturned() else {
+      Issue.record("expected the finish")
+      return
+    }
+    let afterFinish = state.holdOpen()
+    #expect(!afterFinish)
+  }
+
   @Test func theRegistryListsUnfinishedNodesAndUnlinksThemInAnyOrder() {
     var registry = TaskRegistry()
     let group = TaskGroupEntry(type: Alpha.self)
