@@ -1,11 +1,17 @@
 import Foundation
 
-/// A one-shot gate for tests: ``wait(timeout:)`` blocks until ``open()`` was called (or the
-/// timeout passed), so a test waits on an event instead of sleeping. Opening it twice is harmless.
+/// A one-shot gate for tests: a test waits on an event instead of sleeping. Opening it twice is
+/// harmless.
+///
+/// From async code, `await` ``waitOpen(timeout:)``: it suspends without blocking a thread. From
+/// synchronous code (a task's body, a callback that must hold a task back), ``wait(timeout:)``
+/// blocks the calling thread.
 public final class Latch: @unchecked Sendable {
   // @unchecked Sendable: the state lives behind `condition`.
   private let condition = NSCondition()
   private var isOpen = false
+  private var waiters: [UInt64: CheckedContinuation<Bool, Never>] = [:]
+  private var nextWaiter: UInt64 = 0
 
   /// Creates a closed latch.
   public init() {}
@@ -14,8 +20,13 @@ public final class Latch: @unchecked Sendable {
   public func open() {
     condition.lock()
     isOpen = true
+    let suspended = waiters.values
+    waiters = [:]
     condition.broadcast()
     condition.unlock()
+    for continuation in suspended {
+      continuation.resume(returning: true)
+    }
   }
 
   /// Whether ``open()`` was called.
@@ -26,7 +37,7 @@ public final class Latch: @unchecked Sendable {
   }
 
   /// Blocks the calling thread until the latch is open. Returns `false` if `timeout` (seconds)
-  /// passed first. Do not call it from async code that must not block (use ``waitOpen()``).
+  /// passed first. From async code, use ``waitOpen(timeout:)`` instead.
   @discardableResult
   public func wait(timeout seconds: Double = 30) -> Bool {
     let deadline = Date(timeIntervalSinceNow: seconds)
@@ -39,12 +50,25 @@ public final class Latch: @unchecked Sendable {
   }
 
   /// Suspends until the latch is open (or `timeout` seconds passed; then returns `false`),
-  /// without blocking a Swift concurrency thread.
+  /// without blocking a thread.
   @discardableResult
   public func waitOpen(timeout seconds: Double = 30) async -> Bool {
     await withCheckedContinuation { continuation in
-      DispatchQueue.global().async {
-        continuation.resume(returning: self.wait(timeout: seconds))
+      condition.lock()
+      if isOpen {
+        condition.unlock()
+        continuation.resume(returning: true)
+        return
+      }
+      nextWaiter += 1
+      let id = nextWaiter
+      waiters[id] = continuation
+      condition.unlock()
+      DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { [self] in
+        condition.lock()
+        let expired = waiters.removeValue(forKey: id)
+        condition.unlock()
+        expired?.resume(returning: false)
       }
     }
   }

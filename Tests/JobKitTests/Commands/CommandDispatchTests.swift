@@ -367,7 +367,7 @@ struct CommandDispatchTests {
     map.map(FlagAndStringEvent.self, priority: 1) { _ in running }
     map.map(FlagAndStringEvent.self) { _ in ClosureCommand { started.mutate { $0 = true } } }
     let job = map.dispatch(FlagAndStringEvent())
-    #expect(running.startedLatch.wait())
+    #expect(await running.startedLatch.waitOpen())
     job.cancel()
     await #expect(throws: CancellationError.self) { try await job.run() }
     #expect(running.cancelHookCalls == 1)

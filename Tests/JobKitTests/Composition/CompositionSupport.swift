@@ -128,10 +128,9 @@ enum GroupKind: String, CaseIterable, Sendable {
 }
 
 extension Latch {
-  /// Waits for the latch on a thread of its own, so no Swift concurrency thread is blocked (an
-  /// async `BlockTask` body the test waits for needs one). `false` on timeout.
+  /// Suspends until the latch is open, blocking no thread. `false` on timeout.
   func opened(timeout seconds: Double = 30) async -> Bool {
-    await onThread { self.wait(timeout: seconds) }
+    await waitOpen(timeout: seconds)
   }
 }
 

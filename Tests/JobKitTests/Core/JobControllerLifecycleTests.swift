@@ -29,7 +29,8 @@ struct JobControllerLifecycleTests {
       job.trackAndQueue(cooperative)
     }
     job.startJob()
-    #expect(stubborn.startedLatch.wait() && cooperative.startedLatch.wait())
+    #expect(await stubborn.startedLatch.waitOpen())
+    #expect(await cooperative.startedLatch.waitOpen())
     job.cancel()
     #expect(cooperative.finishes())
     #expect(stubborn.isCancelled && !job.isFinished)  // waits for the stubborn task
@@ -57,8 +58,8 @@ struct JobControllerLifecycleTests {
       job.trackAndQueue(InstantTask()) { _ in job.fail(TestError(42)) }
     }
     job.startJob()
-    #expect(first.startedLatch.wait())
-    #expect(first.cancelledLatch.wait())  // fail(_:) cancelled the other task
+    #expect(await first.startedLatch.waitOpen())
+    #expect(await first.cancelledLatch.waitOpen())  // fail(_:) cancelled the other task
     #expect(!job.isFinished)
     first.finish()
     await #expect(throws: TestError(42)) { try await job.run() }
@@ -70,7 +71,7 @@ struct JobControllerLifecycleTests {
     let task = ManualTask()
     let job = ScriptedJob { $0.trackAndQueue(task) }
     let runner = Task { try await job.run() }
-    #expect(task.startedLatch.wait())
+    #expect(await task.startedLatch.waitOpen())
     runner.cancel()
     await #expect(throws: CancellationError.self) { try await runner.value }
     #expect(job.isCancelled && job.isFinished && task.isCancelled && task.isFinished)
@@ -82,7 +83,7 @@ struct JobControllerLifecycleTests {
     let job = ScriptedJob { _ in mainRan.mutate { $0 = true } }
     job.track(early)  // tracked before the job started; the caller queues it
     OperationQueue().addOperation(early)
-    #expect(early.startedLatch.wait())
+    #expect(await early.startedLatch.waitOpen())
     job.cancel()
     #expect(early.isCancelled)
     job.startJob()

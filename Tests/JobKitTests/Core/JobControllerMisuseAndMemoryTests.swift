@@ -17,7 +17,7 @@ struct JobControllerMisuseAndMemoryTests {
       OperationQueue().addOperation(task)
     }
     job.startJob()
-    #expect(task.startedLatch.wait())
+    #expect(await task.startedLatch.waitOpen())
     task.finish()
     try await job.run()
     #expect(calls.value == ["first"])
@@ -124,11 +124,12 @@ extension JobControllerMisuseAndMemoryTests {
     }
     first.startJob()
     second.startJob()
-    #expect(firstTracked.wait() && secondTracked.wait())  // both wrapped it before it runs
+    #expect(await firstTracked.waitOpen())
+    #expect(await secondTracked.waitOpen())  // both wrapped it before it runs
     OperationQueue().addOperation(task)
     try await first.run()
     try await second.run()
-    #expect(ownBlockRan.wait())
+    #expect(await ownBlockRan.waitOpen())
     #expect(routed.value == 2)
     #expect(ownBlockRuns.value == 1)
     #expect(task.completionBlock != nil)

@@ -106,7 +106,7 @@ struct JobControllerObservationTests {
     _ = outer.progress
     let innerEvents = inner.events
     outer.startJob()
-    #expect(first.startedLatch.wait())
+    #expect(await first.startedLatch.waitOpen())
     first.finish()
     // The inner job emits `groupFinished(TestTask)` right after it counted `first` as done.
     for await event in innerEvents {
@@ -138,14 +138,14 @@ struct JobControllerObservationTests {
     }
     _ = job.progress
     job.startJob()
-    #expect(blocker.startedLatch.wait())
+    #expect(await blocker.startedLatch.waitOpen())
     let text = job.debugDescription
     #expect(text.contains("ScriptedJob"))
     #expect(text.contains("TestTask: 2 unfinished, limit 1 (1 running, 1 waiting)"))
     #expect(text.contains("failures (1)") || text.contains("unfinished"))
     #expect(text.contains("progress:"))
     blocker.finish()
-    #expect(waiting.startedLatch.wait())
+    #expect(await waiting.startedLatch.waitOpen())
     waiting.finish()
     try await job.run()
     let done = job.debugDescription

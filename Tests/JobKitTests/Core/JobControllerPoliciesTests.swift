@@ -286,7 +286,7 @@ struct JobControllerPoliciesTests {
       for task in waiting { job.trackAndQueue(task) { _ in routed.mutate { $0 += 1 } } }
     }
     job.startJob()
-    #expect(blocker.startedLatch.wait())
+    #expect(await blocker.startedLatch.waitOpen())
     job.cancel()
     blocker.finish()
     await #expect(throws: CancellationError.self) { try await job.run() }
@@ -305,10 +305,10 @@ struct JobControllerPoliciesTests {
       job.trackAndQueue(second)
     }
     job.startJob()
-    #expect(first.startedLatch.wait())
+    #expect(await first.startedLatch.waitOpen())
     #expect(!second.didStart)
     job.setMaxConcurrentTasks(2, forGroup: ManualTask.self)
-    #expect(second.startedLatch.wait())
+    #expect(await second.startedLatch.waitOpen())
     first.finish()
     second.finish()
     try await job.run()

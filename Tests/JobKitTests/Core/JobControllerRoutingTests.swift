@@ -249,7 +249,7 @@ struct JobControllerRoutingTests {
     }
     let job = Job()
     try await job.run()
-    #expect(job.own.wait())
+    #expect(await job.own.waitOpen())
     #expect(job.log.all == ["block", "completion", "group BlockOperation"])
     #expect(job.task?.completionBlock != nil)  // the task's own block was put back
   }

@@ -58,7 +58,7 @@ struct JobControllerStressTests {
     job.completionBlock = { jobFinishedCount.mutate { $0 += 1 } }
     for task in tasks { task.start() }  // started by hand: no queue involved
     job.startJob()
-    #expect(job.tracked.wait())
+    #expect(await job.tracked.waitOpen())
 
     var generator = SeededGenerator(seed: seed)
     let order = tasks.shuffled(using: &generator)
@@ -93,7 +93,7 @@ struct JobControllerStressTests {
       }
     }
     job.startJob()
-    for task in tasks { #expect(task.startedLatch.wait()) }
+    for task in tasks { #expect(await task.startedLatch.waitOpen()) }
     var generator = SeededGenerator(seed: seed)
     let order = tasks.shuffled(using: &generator)
     let cancelAt = Int.random(in: 0..<count, using: &generator)
