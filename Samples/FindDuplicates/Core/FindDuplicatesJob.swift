@@ -463,7 +463,8 @@ public final class FindDuplicatesJob: JobController, @unchecked Sendable {
       if unitLabels.count == 1 {
         // One range (files up to 64 MiB, nearly every group): its labels are the classes.
         var classes = [[UInt32]](repeating: [], count: members.count)
-        for (position, label) in unitLabels[0].enumerated() where label >= 0 && !failedFiles.contains(members[position]) {
+        for (position, label) in unitLabels[0].enumerated() where label >= 0 && !failedFiles.contains(members[position])
+        {
           classes[Int(label)].append(members[position])
         }
         for identical in classes where identical.count >= 2 {
