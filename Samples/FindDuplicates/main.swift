@@ -96,9 +96,7 @@ Task.detached { [options] in
     writeToStandardError(ReportWriter.standardError(report, format: options.format))
     exit(0)
   } catch is CancellationError {
-    progressLine.stop()
-    writeToStandardError("find-duplicates: interrupted\n")
-    exit(130)
+    // Only Ctrl-C cancels the job, and the main thread, which took it, reports it and exits.
   } catch {
     progressLine.stop()
     writeToStandardError("find-duplicates: \(error)\n")
@@ -107,11 +105,18 @@ Task.detached { [options] in
 }
 
 // Ctrl-C cancels the job: its tasks stop at their next file or read (at most 256 KiB), no next
-// step is set up, and the process exits with 130 once they all finished.
+// step is set up, and the process exits with 130 once they all finished, or after 50 ms: on a
+// machine short of memory one read can take that long, and nothing is left to clean up (the
+// files are only read, and output is written with write(2), unbuffered).
 var signalNumber: Int32 = 0
 while sigwait(&interruptSignals, &signalNumber) != 0 || signalNumber != SIGINT {}
 job.cancel()
 progressLine.stop()
-job.waitUntilFinished()
+let finished = DispatchSemaphore(value: 0)
+Thread {
+  job.waitUntilFinished()
+  finished.signal()
+}.start()
+_ = finished.wait(timeout: .now() + .milliseconds(50))
 writeToStandardError("find-duplicates: interrupted\n")
-exit(130)
+_exit(130)
