@@ -5,9 +5,9 @@
 #
 #   bash Benchmarks/compare-find-duplicates.sh [--runs N] [DIR...]
 #
-# Without DIR it uses /usr/share, /opt/swift (the toolchain), and two generated trees under
-# $TMPDIR: 20,000 small files (40% of them copies) and four 200 MB files (three identical, one
-# differing in its last byte). It installs jdupes and GNU time from Debian's packages if missing
+# Without DIR it uses /usr/share, /opt/swift (the toolchain), and three generated trees under
+# $TMPDIR: 20,000 small files (40% of them copies), four 200 MB files (three identical, one
+# differing in its last byte) and 200,000 small files in 200 directories (30% of them copies). It installs jdupes and GNU time from Debian's packages if missing
 # (apt-get update once, then apt-get install -y; run as root), and needs python3.
 #
 # Options are aligned for the set comparison: both run with -H (hard links are duplicates, every
@@ -54,6 +54,15 @@ if not os.path.isdir(small):
         data = random.choice(pool) if random.random() < 0.4 else os.urandom(random.randint(100, 8192))
         with open(os.path.join(d, "f%05d" % i), "wb") as f:
             f.write(data)
+many = os.path.join(root, "many-files")
+if not os.path.isdir(many):
+    pool = [os.urandom(random.randint(100, 4096)) for _ in range(5000)]
+    for i in range(200000):
+        d = os.path.join(many, "d%03d" % (i // 1000))
+        os.makedirs(d, exist_ok=True)
+        data = random.choice(pool) if random.random() < 0.3 else os.urandom(random.randint(100, 4096))
+        with open(os.path.join(d, "f%04d" % (i % 1000)), "wb") as f:
+            f.write(data)
 large = os.path.join(root, "large-files")
 if not os.path.isdir(large):
     os.makedirs(large)
@@ -66,7 +75,7 @@ if not os.path.isdir(large):
                 f.seek(-1, 2)
                 f.write(b"x")
 PY
-  directories=(/usr/share /opt/swift "$work/small-files" "$work/large-files")
+  directories=(/usr/share /opt/swift "$work/small-files" "$work/large-files" "$work/many-files")
 fi
 
 python3 - "$tool" "$runs" "${directories[@]}" <<'PY'
@@ -112,26 +121,52 @@ for directory in directories:
     print(f"{directory:<40} {len(our_sets):>6}  {jt:>8.2f} {ot:>7.2f} {ot / max(jt, 0.005):>5.2f}x  "
           f"{jm:>9.1f} {om:>7.1f} {om / jm:>5.2f}x  sets: {agree}")
 
-# Ctrl-C: SIGINT at several moments of a run, time until the process exited. On the first
-# directory (scan and hashing phases) and on two sparse 16 GiB files (reading zeros: seconds of
-# hashing and comparing).
-sparse = os.path.join(os.environ.get("TMPDIR", "/tmp"), "compare-find-duplicates", "sparse")
-os.makedirs(sparse, exist_ok=True)
-for name in "ab":
-    with open(os.path.join(sparse, name), "wb") as f:
-        f.truncate(16 << 30)
-for target in (directories[0], sparse):
-    full = statistics.median(measure([tool, "-q", target])[0] for _ in range(3))
+# Ctrl-C in each phase: the tool runs with standard error on a pseudo-terminal; once its progress
+# line shows the phase, SIGINT follows after a random 0-300 ms, and the time until the process
+# exited with 130 is measured. Scanning on the generated trees and /usr together; first blocks
+# on the 200,000 files; hashing on three sparse 16 GiB files; comparing on two (reading zeros:
+# seconds of each phase).
+import fcntl, pty, random, select, struct, termios
+work = os.path.join(os.environ.get("TMPDIR", "/tmp"), "compare-find-duplicates")
+for name, count in (("sparse", 2), ("sparse3", 3)):
+    os.makedirs(os.path.join(work, name), exist_ok=True)
+    for index in range(count):
+        with open(os.path.join(work, name, "abc"[index]), "wb") as f:
+            f.truncate(16 << 30)
+trees = [os.path.join(work, name) for name in ("many-files", "small-files")]
+phases = [("[1/4]", "scanning", trees + ["/usr"]), ("[2/4]", "first blocks", trees[:1]),
+          ("[3/4]", "hashing", [os.path.join(work, "sparse3")]),
+          ("[4/4]", "comparing", [os.path.join(work, "sparse")])]
+random.seed(1)
+for marker, phase, targets in phases:
+    if not all(os.path.isdir(target) for target in targets):
+        continue
     latencies = []
-    for fraction in (0.05, 0.2, 0.4, 0.6, 0.8) * 2:
-        process = subprocess.Popen([tool, "-q", target], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(full * fraction)
-        sent = time.monotonic()
-        process.send_signal(signal.SIGINT)
-        code = process.wait()
-        if code == 130:
-            latencies.append((time.monotonic() - sent) * 1000)
+    for _ in range(12):
+        master, slave = os.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 20, 100, 0, 0))
+        process = subprocess.Popen([tool] + targets, stdout=subprocess.DEVNULL, stderr=slave)
+        os.close(slave)
+        seen, screen, deadline = None, b"", time.monotonic() + 120
+        while time.monotonic() < deadline and process.poll() is None:
+            if select.select([master], [], [], 0.005)[0]:
+                try:
+                    screen += os.read(master, 65536)
+                except OSError:
+                    break
+            if seen is None and marker.encode() in screen:
+                seen, delay = time.monotonic(), random.uniform(0, 0.3)
+            if seen is not None and time.monotonic() >= seen + delay:
+                sent = time.monotonic()
+                process.send_signal(signal.SIGINT)
+                if process.wait() == 130:
+                    latencies.append((time.monotonic() - sent) * 1000)
+                break
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        os.close(master)
     if latencies:
-        print(f"Ctrl-C on {target} (a run takes {full:.2f} s): exit 130 after median "
-              f"{statistics.median(latencies):.0f} ms, max {max(latencies):.0f} ms ({len(latencies)} interrupts)")
+        print(f"Ctrl-C while {phase:<12}: exit 130 after median {statistics.median(latencies):5.1f} ms, "
+              f"max {max(latencies):5.1f} ms ({len(latencies)} interrupts)")
 PY

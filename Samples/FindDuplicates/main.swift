@@ -68,14 +68,17 @@ for root in options.roots {
   }
 }
 
-// SIGINT writes a byte to a pipe (the only thing a signal handler may safely do here); a thread
-// of its own waits on the pipe.
-nonisolated(unsafe) var interruptPipe: [Int32] = [-1, -1]
-guard pipe(&interruptPipe) == 0 else { exitWithUsageError("cannot create a pipe") }
-signal(SIGINT) { _ in
-  var byte: UInt8 = 1
-  _ = write(interruptPipe[1], &byte, 1)
-}
+// Ctrl-C: SIGINT is blocked here, before any other thread exists, so every thread the process
+// creates inherits the block, and the main thread takes the signal with `sigwait` below. The
+// signal wakes only the thread that handles it: with a handler and a self-pipe it would wake one
+// thread to run the handler and another to read the pipe, each of which may wait for a core that
+// the reading tasks (and, on a shared machine, other programs) are using. So the job does not run
+// on the main thread (no top-level `await`, whose `dispatch_main` would unblock every signal in
+// the main thread): it runs in a detached task, which exits when it is done.
+var interruptSignals = sigset_t()
+sigemptyset(&interruptSignals)
+sigaddset(&interruptSignals, SIGINT)
+pthread_sigmask(SIG_BLOCK, &interruptSignals, nil)
 
 let status = ProgressStatus()
 let job = FindDuplicatesJob(configuration: .init(options), status: status)
@@ -84,35 +87,36 @@ if !options.quiet {
   progressLine.start()
 }
 
-// Ctrl-C cancels the job: its tasks stop at their next file or read (at most 256 KiB), no next
-// step is set up, and the process exits with 130 once they all finished. SIGINT is taken by a
-// thread of its own: a dispatch signal source would need a dispatch worker thread, and the
-// reading tasks may keep every one of them busy.
-Thread {
-  while true {
-    var byte: UInt8 = 0
-    guard read(interruptPipe[0], &byte, 1) == 1 else { continue }
-    job.cancel()
+Task.detached { [options] in
+  do {
+    try await job.run()
     progressLine.stop()
-    job.waitUntilFinished()
-    writeToStandardError("find-duplicates: interrupted\n")
-    exit(130)
+    guard let report = job.report else { exit(1) }
+    writeAll(ReportWriter.standardOutput(report, format: options.format), to: STDOUT_FILENO)
+    writeToStandardError(ReportWriter.standardError(report, format: options.format))
+    exit(0)
+  } catch is CancellationError {
+    // Only Ctrl-C cancels the job, and the main thread, which took it, reports it and exits.
+  } catch {
+    progressLine.stop()
+    writeToStandardError("find-duplicates: \(error)\n")
+    exit(1)
   }
-}.start()
-
-do {
-  try await job.run()
-  progressLine.stop()
-  guard let report = job.report else { exit(1) }
-  writeAll(ReportWriter.standardOutput(report, format: options.format), to: STDOUT_FILENO)
-  writeToStandardError(ReportWriter.standardError(report, format: options.format))
-  exit(0)
-} catch is CancellationError {
-  progressLine.stop()
-  writeToStandardError("find-duplicates: interrupted\n")
-  exit(130)
-} catch {
-  progressLine.stop()
-  writeToStandardError("find-duplicates: \(error)\n")
-  exit(1)
 }
+
+// Ctrl-C cancels the job: its tasks stop at their next file or read (at most 256 KiB), no next
+// step is set up, and the process exits with 130 once they all finished, or after 50 ms: on a
+// machine short of memory one read can take that long, and nothing is left to clean up (the
+// files are only read, and output is written with write(2), unbuffered).
+var signalNumber: Int32 = 0
+while sigwait(&interruptSignals, &signalNumber) != 0 || signalNumber != SIGINT {}
+job.cancel()
+progressLine.stop()
+let finished = DispatchSemaphore(value: 0)
+Thread {
+  job.waitUntilFinished()
+  finished.signal()
+}.start()
+_ = finished.wait(timeout: .now() + .milliseconds(50))
+writeToStandardError("find-duplicates: interrupted\n")
+_exit(130)

@@ -16,7 +16,7 @@ public struct DuplicateSet: Sendable, Equatable {
   func precedes(_ other: DuplicateSet) -> Bool {
     if reclaimableBytes != other.reclaimableBytes { return reclaimableBytes > other.reclaimableBytes }
     if size != other.size { return size > other.size }
-    return paths[0].lexicographicallyPrecedes(other.paths[0])
+    return PathOrder.precedes(paths[0], other.paths[0])
   }
 }
 

@@ -236,9 +236,10 @@ public final class FindDuplicatesJob: JobController, @unchecked Sendable {
         if first.size != second.size { return first.size > second.size }
         if first.id.device != second.id.device { return first.id.device < second.id.device }
         if first.id.inode != second.id.inode { return first.id.inode < second.id.inode }
-        let firstPath = bytes[Int(first.pathOffset)..<Int(first.pathOffset + first.pathLength)]
-        let secondPath = bytes[Int(second.pathOffset)..<Int(second.pathOffset + second.pathLength)]
-        return firstPath.lexicographicallyPrecedes(secondPath)
+        let raw = UnsafeRawBufferPointer(bytes)
+        return PathOrder.precedes(
+          UnsafeRawBufferPointer(rebasing: raw[Int(first.pathOffset)..<Int(first.pathOffset + first.pathLength)]),
+          UnsafeRawBufferPointer(rebasing: raw[Int(second.pathOffset)..<Int(second.pathOffset + second.pathLength)]))
       }
     }
     catalog = FileCatalog(arena: arena, files: files)
@@ -457,10 +458,22 @@ public final class FindDuplicatesJob: JobController, @unchecked Sendable {
       sets.append(duplicateSet(members))
     }
     for (group, members) in compareGroups.enumerated() {
-      // Two members are identical if every range put them in the same class.
-      var classes: [[Int32]: [UInt32]] = [:]
       let unitLabels = compareLabels[group]
       guard !unitLabels.isEmpty else { continue }
+      if unitLabels.count == 1 {
+        // One range (files up to 64 MiB, nearly every group): its labels are the classes.
+        var classes = [[UInt32]](repeating: [], count: members.count)
+        for (position, label) in unitLabels[0].enumerated() where label >= 0 && !failedFiles.contains(members[position])
+        {
+          classes[Int(label)].append(members[position])
+        }
+        for identical in classes where identical.count >= 2 {
+          sets.append(duplicateSet(identical))
+        }
+        continue
+      }
+      // Two members are identical if every range put them in the same class.
+      var classes: [[Int32]: [UInt32]] = [:]
       for (position, member) in members.enumerated() where !failedFiles.contains(member) {
         let signature = unitLabels.map { $0[position] }
         guard !signature.contains(-1) else { continue }
@@ -473,7 +486,7 @@ public final class FindDuplicatesJob: JobController, @unchecked Sendable {
     sets.sort { $0.precedes($1) }
     report = DuplicateReport(
       sets: sets,
-      skipped: skipped.sorted { $0.path.lexicographicallyPrecedes($1.path) },
+      skipped: skipped.sorted { PathOrder.precedes($0.path, $1.path) },
       statistics: statistics,
       minimumSize: configuration.minimumSize,
       listsHardLinks: configuration.listHardLinks,
@@ -492,7 +505,7 @@ public final class FindDuplicatesJob: JobController, @unchecked Sendable {
         if configuration.listHardLinks { paths.append(Array(catalog.path(index))) }
       }
     }
-    paths.sort { $0.lexicographicallyPrecedes($1) }
+    paths.sort(by: PathOrder.precedes)
     return DuplicateSet(size: catalog.files[Int(members[0])].size, paths: paths, distinctFiles: members.count)
   }
 

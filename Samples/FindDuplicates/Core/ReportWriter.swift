@@ -38,9 +38,16 @@ public enum ReportWriter {
   public static func text(_ sets: [DuplicateSet]) -> [UInt8] {
     var output: [UInt8] = []
     for set in sets {
-      output += Array("\(set.paths.count) files, \(formatBytes(set.size)) each:\n".utf8)
+      output += "\(set.paths.count) files, \(formatBytes(set.size)) each:\n".utf8
       for path in set.paths {
-        output += Array("  \(PathEscaping.escapedForTerminal(path))\n".utf8)
+        output += "  ".utf8
+        // Most names need no escaping: their bytes go out as they are, with no String made.
+        if path.allSatisfy({ $0 >= 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\\") }) {
+          output += path
+        } else {
+          output += PathEscaping.escapedForTerminal(path).utf8
+        }
+        output.append(UInt8(ascii: "\n"))
       }
       output.append(UInt8(ascii: "\n"))
     }
