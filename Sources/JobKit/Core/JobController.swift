@@ -19,51 +19,22 @@ import Foundation
 /// try await Thumbnails().run()
 /// ```
 ///
-/// ### Routing
-/// For each finished task `T` whose dynamic type is `G`:
-/// 1. `T`'s own completion closure if it was tracked with one, otherwise ``taskFinished(_:)``;
-/// 2. then, if `T` was `G`'s last unfinished task: `G`'s handler set with
-///    ``setCompletion(forGroup:_:)``, otherwise ``taskGroupFinished(_:)``;
-/// 3. then, if no tracked task is unfinished and `main()` has returned: ``allTasksFinished()``.
+/// The contract, in short (the full rules are in <doc:RoutingAndThreads>):
+/// - **Order.** For each finished task: its own completion closure (or ``taskFinished(_:)``),
+///   then, if it was the last unfinished task of its exact class, that group's handler (or
+///   ``taskGroupFinished(_:)``), then, once nothing is tracked and `main()` returned,
+///   ``allTasksFinished()``. Each callback runs exactly once per event.
+/// - **Threads.** `main()` and the callbacks run one at a time, never while JobKit holds a lock,
+///   on `main()`'s thread or the thread that finished a task; state only they touch needs no lock.
+/// - **Finish.** The job finishes right after an ``allTasksFinished()`` that tracked nothing new;
+///   only then is `isFinished` `true`, so `completionBlock`, dependents and ``run()`` see every
+///   task and callback done.
+/// - **Stop.** `cancel()` and ``fail(_:)`` cancel the unfinished tasks, skip every later callback
+///   and still wait for the tasks to finish.
+/// - **Misuse** (tracking twice, after the finish, starting twice) has one documented outcome
+///   each (``JobKitError/Code``), recorded in ``ConcurrentOperation/misuses``; it never crashes.
 ///
-/// A group that reaches zero and later gets new tasks fires again. The job finishes right after
-/// an ``allTasksFinished()`` that tracked nothing new; only then is `isFinished` `true`, so
-/// `completionBlock`, dependents, `waitUntilFinished()` and ``run()`` see a job whose tasks and
-/// callbacks are all done.
-///
-/// ### One at a time
-/// `main()` and every callback of one job run serially, never on two threads at once and never
-/// while JobKit holds a lock, so stored properties of your subclass that only they touch need no
-/// lock. `main()` runs on the job queue's worker thread. While `main()` runs, each of its own
-/// `track…` calls first delivers the per-task callbacks of tasks that already finished, on
-/// `main()`'s thread, nested in that call; this keeps a `main()` that tracks many tasks from
-/// holding every finished one. Group callbacks and ``allTasksFinished()`` never run before
-/// `main()` returned: a group that reached zero while `main()` ran gets its callback once, right
-/// after `main()` returned, if it is still at zero then. After `main()` returned, its thread
-/// routes what finished meanwhile; later callbacks run on the thread that finished the task (the
-/// thread that called ``ConcurrentOperation/operationDone(error:)``, or the global dispatch
-/// queue thread running a plain `Operation`'s `completionBlock`), or on the thread of a callback
-/// that was running when the task finished. Keep callbacks short and never block in them waiting
-/// for another task.
-///
-/// ### Cancel and fail
-/// `cancel()`, ``fail(_:)`` and cancelling the Swift task awaiting ``run()`` cancel every
-/// unfinished tracked task, and tasks tracked later are cancelled as they are tracked. From then
-/// on no routing callback starts (one that another thread was already about to deliver when the
-/// cancel arrived may still run), but the job still waits for its tasks to actually finish, so
-/// nothing it started outlives it. ``run()`` then throws `CancellationError`, or the error given
-/// to ``fail(_:)`` (which is also the job's ``ConcurrentOperation/error``).
-///
-/// ### Plain operations
-/// A task that is not a ``ConcurrentOperation`` is observed through its `completionBlock`, the
-/// only finish hook Foundation offers on Linux: the job wraps it, and the wrapper puts the task's
-/// own block back, runs it, then tells the job. Set a task's `completionBlock` before tracking
-/// it. A ``ConcurrentOperation`` task is observed directly, without a thread hop.
-///
-/// ### Misuse
-/// Tracking a task twice, tracking after the job finished, tracking an already finished task and
-/// starting a job twice each have one documented outcome (see ``JobKitError/Code``), are recorded
-/// in ``ConcurrentOperation/misuses`` and reported to ``JobKitDiagnostics``.
+/// Failure policies, retries, timeouts, limits, progress and events: <doc:PoliciesAndObservation>.
 open class JobController: ConcurrentOperation, @unchecked Sendable {
   // @unchecked Sendable: all mutable state lives in `jobState`, a lock-protected box.
 
