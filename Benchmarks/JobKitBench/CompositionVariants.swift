@@ -26,15 +26,7 @@ func runSequentialGroup(_ n: Int) {
 func runRawSerial(_ n: Int) {
   let queue = OperationQueue()
   queue.maxConcurrentOperationCount = 1
-  let done = DispatchSemaphore(value: 0)
-  let remaining = Countdown(n)
-  for _ in 0..<n {
-    queue.addOperation(
-      BlockOperation {
-        if remaining.decrement() { done.signal() }
-      })
-  }
-  done.wait()
+  runBlockOperations(n, on: queue)
 }
 
 /// The event of the CommandMap case.

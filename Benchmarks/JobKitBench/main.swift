@@ -28,7 +28,11 @@ struct Variant: Sendable {
 
 /// (a) Raw OperationQueue: N BlockOperations, counted down to a semaphore.
 func runRaw(_ n: Int) {
-  let queue = OperationQueue()
+  runBlockOperations(n, on: OperationQueue())
+}
+
+/// N BlockOperations on `queue`, counted down to a semaphore.
+func runBlockOperations(_ n: Int, on queue: OperationQueue) {
   let done = DispatchSemaphore(value: 0)
   let remaining = Countdown(n)
   for _ in 0..<n {
