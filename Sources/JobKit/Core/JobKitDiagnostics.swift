@@ -19,7 +19,18 @@ public enum JobKitDiagnostics {
   /// A function that receives one misuse report and the operation it concerns.
   public typealias MisuseHandler = @Sendable (_ error: JobKitError, _ operation: Operation) -> Void
 
-  private static let storage = LockedBox<MisuseHandler>(standardErrorHandler)
+  private struct Handlers {
+    var global: MisuseHandler
+    /// Handlers for one operation each, while it lives (see `setMisuseHandler(_:for:)`).
+    var scoped: [ObjectIdentifier: ScopedHandler] = [:]
+  }
+
+  private struct ScopedHandler {
+    weak var operation: Operation?
+    let handler: MisuseHandler
+  }
+
+  private static let storage = LockedBox(Handlers(global: standardErrorHandler))
 
   /// The default handler: writes `JobKit misuse: <error> [<operation type>]` to standard error.
   public static let standardErrorHandler: MisuseHandler = { error, operation in
@@ -27,15 +38,38 @@ public enum JobKitDiagnostics {
     FileHandle.standardError.write(Data(line.utf8))
   }
 
-  /// The handler called for every misuse report, on the thread that detected the misuse, after
-  /// JobKit released its locks. Setting it is thread-safe; it applies to reports made after the
+  /// The handler called for every misuse report (unless the operation has a handler of its own,
+  /// see ``setMisuseHandler(_:for:)``), on the thread that detected the misuse, after JobKit
+  /// released its locks. Setting it is thread-safe; it applies to reports made after the
   /// assignment.
   public static var misuseHandler: MisuseHandler {
-    get { storage.withLock { $0 } }
-    set { storage.withLock { $0 = newValue } }
+    get { storage.withLock { $0.global } }
+    set { storage.withLock { $0.global = newValue } }
+  }
+
+  /// Sends the misuse reports about `operation` to `handler` instead of ``misuseHandler``, for
+  /// as long as `operation` lives (`nil` removes it). For a test that misuses an operation on
+  /// purpose: it silences (or checks) that operation's reports and no other test's.
+  ///
+  /// ```swift
+  /// let job = MyJob()
+  /// JobKitDiagnostics.setMisuseHandler({ _, _ in }, for: job)  // expected: checked via job.misuses
+  /// ```
+  public static func setMisuseHandler(_ handler: MisuseHandler?, for operation: Operation) {
+    let key = ObjectIdentifier(operation)
+    storage.withLock { handlers in
+      handlers.scoped = handlers.scoped.filter { $0.value.operation != nil }
+      handlers.scoped[key] = handler.map { ScopedHandler(operation: operation, handler: $0) }
+    }
   }
 
   static func report(_ error: JobKitError, for operation: Operation) {
-    misuseHandler(error, operation)
+    let handler = storage.withLock { handlers -> MisuseHandler in
+      guard let scoped = handlers.scoped[ObjectIdentifier(operation)], scoped.operation === operation else {
+        return handlers.global
+      }
+      return scoped.handler
+    }
+    handler(error, operation)
   }
 }

@@ -111,8 +111,8 @@ struct GroupKindTests {
 
   @Test(arguments: GroupKind.allCases)
   func aTaskAddedAfterTheGroupFinishedIsReportedAndNotStarted(kind: GroupKind) async throws {
-    QuietMisuse.install
     let group = kind.make([InstantTask()])
+    QuietMisuse.silence(group)
     try await group.run()
     let late = ManualTask("late")
     group.add(late)
@@ -123,10 +123,10 @@ struct GroupKindTests {
   /// MGCommandGroupSpec "should fail to add same command instance twice": reported, ignored.
   @Test(arguments: GroupKind.allCases)
   func aTaskAddedTwiceRunsOnceAndIsReported(kind: GroupKind) async throws {
-    QuietMisuse.install
     let log = EventLog()
     let step = Step("once", log: log)
     let group = kind.make([step])
+    QuietMisuse.silence(group)
     group.add(step)
     try await group.run()
     #expect(log.all == ["once"])
@@ -136,9 +136,9 @@ struct GroupKindTests {
   /// "should fail to call execute twice": starting a group twice is reported and ignored.
   @Test(arguments: GroupKind.allCases)
   func startingAGroupTwiceIsReported(kind: GroupKind) async throws {
-    QuietMisuse.install
     let gate = ManualTask()
     let group = kind.make([gate])
+    QuietMisuse.silence(group)
     group.startJob()
     group.startJob()
     #expect(await gate.startedLatch.opened())

@@ -55,11 +55,11 @@ struct GroupStressTests {
   /// reported as added after the finish and never starts; never anything in between.
   @Test(arguments: GroupKind.allCases)
   func addsRacingTheGroupsEnd(kind: GroupKind) async throws {
-    QuietMisuse.install
     var accepted = 0
     var rejected = 0
     for _ in 0..<300 {
       let group = kind.make([InstantTask()])
+      QuietMisuse.silence(group)
       let late = Step("late", log: EventLog(), finish: .later)
       let added = Latch()
       group.startJob()
@@ -86,11 +86,12 @@ struct GroupStressTests {
   /// reported.
   @Test(arguments: [21 as UInt64, 22])
   func cancelRacingFinishesAndAdds(seed: UInt64) async throws {
-    QuietMisuse.install
     for kind in GroupKind.allCases {
       var generator = SeededGenerator(seed: seed)
       let tasks = (0..<400).map { ManualTask("\($0)", finishesOnCancel: Bool.random(using: &generator)) }
       let group = kind.make(Array(tasks[..<200]))
+      QuietMisuse.silence(tasks)
+      QuietMisuse.silence(group)
       let finishCount = Locked(0)
       group.completionBlock = { finishCount.mutate { $0 += 1 } }
       group.startJob()

@@ -27,8 +27,8 @@ struct ConcurrentOperationTests {
   }
 
   @Test func onlyTheFirstOperationDoneCounts() {
-    QuietMisuse.install
     let task = ManualTask()
+    QuietMisuse.silence(task)
     task.start()
     task.finish(error: TestError(1))
     task.finish(error: TestError(2))
@@ -38,8 +38,8 @@ struct ConcurrentOperationTests {
   }
 
   @Test func operationDoneBeforeStartIsReportedAndIgnored() {
-    QuietMisuse.install
     let task = ManualTask()
+    QuietMisuse.silence(task)
     task.finish()
     #expect(!task.isFinished)
     #expect(task.misuses == [JobKitError(.finishedBeforeStart)])
@@ -50,7 +50,6 @@ struct ConcurrentOperationTests {
   }
 
   @Test func startingTwiceIsReportedAndIgnored() {
-    QuietMisuse.install
     let counter = Locked(0)
     final class Counting: ConcurrentOperation, @unchecked Sendable {
       let counter: Locked<Int>
@@ -58,6 +57,7 @@ struct ConcurrentOperationTests {
       override func operationStart() { counter.mutate { $0 += 1 } }
     }
     let task = Counting(counter)
+    QuietMisuse.silence(task)
     task.start()
     task.start()
     #expect(counter.value == 1)
@@ -188,13 +188,13 @@ struct ConcurrentOperationTests {
   /// (its observer hears of it once) and at most one of the two calls is reported as a second
   /// finish.
   @Test func racingDoneAndCancelFinishExactlyOnce() {
-    QuietMisuse.install
     final class CountingObserver: OperationFinishObserver, @unchecked Sendable {
       let calls = Locked(0)
       func operationDidFinish(_ operation: ConcurrentOperation) { calls.mutate { $0 += 1 } }
     }
     let count = 2_000
     let tasks = (0..<count).map { _ in ManualTask(finishesOnCancel: true) }
+    QuietMisuse.silence(tasks)
     let observers = tasks.map { _ in CountingObserver() }
     for (task, observer) in zip(tasks, observers) {
       task.start()

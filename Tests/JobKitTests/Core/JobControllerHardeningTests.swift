@@ -4,7 +4,7 @@ import Testing
 
 @testable import JobKit
 
-/// A `BlockOperation` whose `completionBlock` getter waits (up to 200 ms) until two threads are
+/// A `BlockOperation` whose `completionBlock` getter waits (up to 100 ms) until two threads are
 /// inside it at once: it makes the window of two jobs wrapping the block at the same moment wide,
 /// so a lost wrapper shows on every attempt instead of 7% of them.
 private final class RendezvousOperation: BlockOperation, @unchecked Sendable {
@@ -14,7 +14,7 @@ private final class RendezvousOperation: BlockOperation, @unchecked Sendable {
   override var completionBlock: (@Sendable () -> Void)? {
     get {
       readers.mutate { $0 += 1 }
-      let deadline = ContinuousClock.now + .milliseconds(200)
+      let deadline = ContinuousClock.now + .milliseconds(100)
       while readers.value < 2, ContinuousClock.now < deadline {
         sched_yield()
       }
@@ -71,7 +71,7 @@ struct JobControllerHardeningTests {
   /// Defect 1: two jobs wrapping one plain operation's completionBlock at the same moment must
   /// both route it (each used to keep only its own wrapper: one job hung).
   @Test func twoJobsTrackingOnePlainOperationAtOnceBothRouteIt() async {
-    for _ in 0..<20 {
+    for _ in 0..<10 {
       let shared = RendezvousOperation {}
       let routedBy = Locked<[String]>([])
       let tracked = (Latch(), Latch())
@@ -96,7 +96,7 @@ struct JobControllerHardeningTests {
 
   /// The user's own completionBlock still runs exactly once, before the jobs' callbacks.
   @Test func aSharedPlainOperationsOwnCompletionBlockRunsOnce() async throws {
-    for _ in 0..<20 {
+    for _ in 0..<10 {
       let shared = RendezvousOperation {}
       let ownRuns = Locked(0)
       shared.completionBlock = { ownRuns.mutate { $0 += 1 } }
@@ -121,7 +121,6 @@ struct JobControllerHardeningTests {
   /// `addOperation`, so the second job reports it and only observes the task.
   @Test(arguments: [false, true])
   func twoJobsQueueingOneTaskQueueItOnceAndBothRouteIt(plain: Bool) async {
-    QuietMisuse.install
     let release = Latch()
     let manual = ManualTask("shared")
     let shared: Operation = plain ? BlockOperation { release.wait() } : manual
@@ -135,6 +134,7 @@ struct JobControllerHardeningTests {
       firstTracked.wait()
       job.trackAndQueue(shared) { _ in routed.mutate { $0 += 1 } }
     }
+    QuietMisuse.silence(second)
     first.startJob()
     second.startJob()
     #expect(await firstTracked.waitOpen())

@@ -7,7 +7,6 @@ import Testing
 @Suite("JobController misuse and memory")
 struct JobControllerMisuseAndMemoryTests {
   @Test func trackingATaskTwiceKeepsTheFirstRegistration() async throws {
-    QuietMisuse.install
     let task = ManualTask()
     let calls = Locked<[String]>([])
     let job = ScriptedJob { job in
@@ -16,6 +15,7 @@ struct JobControllerMisuseAndMemoryTests {
       job.trackAndQueue(task)
       OperationQueue().addOperation(task)
     }
+    QuietMisuse.silence(job)
     job.startJob()
     #expect(await task.startedLatch.waitOpen())
     task.finish()
@@ -25,8 +25,8 @@ struct JobControllerMisuseAndMemoryTests {
   }
 
   @Test func trackingAfterTheJobFinishedIsReportedAndDoesNothing() async throws {
-    QuietMisuse.install
     let job = ScriptedJob { _ in }
+    QuietMisuse.silence(job)
     try await job.run()
     let late = InstantTask()
     let called = Locked(false)
@@ -36,7 +36,6 @@ struct JobControllerMisuseAndMemoryTests {
   }
 
   @Test func trackingAnAlreadyFinishedTaskRoutesItAtOnce() async throws {
-    QuietMisuse.install
     let done = InstantTask()
     done.start()
     let plainDone = BlockOperation {}
@@ -45,14 +44,15 @@ struct JobControllerMisuseAndMemoryTests {
       job.trackAndQueue(done)
       job.track(plainDone)
     }
+    QuietMisuse.silence(job)
     try await job.run()
     #expect(job.log.all.filter { $0 == "taskFinished" }.count == 2)
     #expect(job.misuses == [JobKitError(.taskAlreadyFinished), JobKitError(.taskAlreadyFinished)])
   }
 
   @Test func startingAJobTwiceIsReportedAndIgnored() async throws {
-    QuietMisuse.install
     let job = ScriptedJob { $0.trackAndQueue(InstantTask()) }
+    QuietMisuse.silence(job)
     job.startJob()
     job.startJob()
     try await job.run()

@@ -295,7 +295,6 @@ struct JobControllerPoliciesTests {
   }
 
   @Test func raisingALimitAdmitsWaitingTasksAndABadLimitIsReported() async throws {
-    QuietMisuse.install
     let first = ManualTask("first")
     let second = ManualTask("second")
     let job = ScriptedJob { job in
@@ -304,6 +303,7 @@ struct JobControllerPoliciesTests {
       job.trackAndQueue(first)
       job.trackAndQueue(second)
     }
+    QuietMisuse.silence(job)
     job.startJob()
     #expect(await first.startedLatch.waitOpen())
     #expect(!second.didStart)

@@ -83,15 +83,16 @@ struct JobControllerStressTests {
   /// once, every task is routed at most once, and no callback runs after the cancel took effect.
   @Test(arguments: [11 as UInt64, 12])
   func cancelRacingFinishesFinishesTheJobOnce(seed: UInt64) async throws {
-    QuietMisuse.install
     let count = 5_000
     let tasks = (0..<count).map { ManualTask("\($0)", finishesOnCancel: $0.isMultiple(of: 2)) }
+    QuietMisuse.silence(tasks)
     let callbacks = Locked([Int](repeating: 0, count: count))
     let job = ScriptedJob { job in
       for task in tasks {
         job.trackAndQueue(task) { task in callbacks.mutate { $0[Int(task.label)!] += 1 } }
       }
     }
+    QuietMisuse.silence(job)
     job.startJob()
     for task in tasks { #expect(await task.startedLatch.waitOpen()) }
     var generator = SeededGenerator(seed: seed)

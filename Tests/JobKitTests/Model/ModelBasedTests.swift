@@ -15,7 +15,6 @@ struct ModelBasedTests {
   /// allows, progress ends at 1.0, no task outlives its job, and everything is freed.
   @Test("Random workflows follow the routing model")
   func randomWorkflowsFollowTheModel() async throws {
-    QuietMisuse.install
     let config = ModelBasedConfig.fromEnvironment()
     let began = Date()
     var parked: [RunningWorkflow] = []

@@ -44,6 +44,8 @@ final class ModelJob: JobController, @unchecked Sendable {
     self.parentJob = parent
     specs = Dictionary(plan.allSpecs.map { ($0.spec.id, $0.spec) }, uniquingKeysWith: { first, _ in first })
     super.init()
+    // Misuses are checked by the model (`WorkflowChecks`); keep the expected ones off the log.
+    QuietMisuse.silence(self)
     context.register(self)
     context.watch(self, "job \(plan.id)")
     context.watch(taskQueue, "taskQueue of job \(plan.id)")

@@ -71,13 +71,20 @@ extension Operation {
   }
 }
 
-/// Tests that misuse JobKit on purpose reference `QuietMisuse.install` so the expected reports
-/// do not flood the test log; each report is still recorded in the operation's `misuses`, which
-/// the tests check.
+/// Tests that misuse operations on purpose silence the reports about those operations only, so
+/// the expected reports do not flood the test log while a misuse of any other operation still
+/// reaches the standard handler. Each report is still recorded in the operation's `misuses`,
+/// which the tests check.
 enum QuietMisuse {
-  static let install: Void = {
-    JobKitDiagnostics.misuseHandler = { _, _ in }
-  }()
+  static func silence(_ operations: Operation...) {
+    silence(operations)
+  }
+
+  static func silence(_ operations: some Sequence<Operation>) {
+    for operation in operations {
+      JobKitDiagnostics.setMisuseHandler({ _, _ in }, for: operation)
+    }
+  }
 }
 
 /// Polls `condition` every millisecond until it holds (returns `true`) or `timeout` passed
