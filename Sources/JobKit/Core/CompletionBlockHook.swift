@@ -16,7 +16,9 @@ enum CompletionBlockHook {
   final class Hook: @unchecked Sendable {
     // @unchecked Sendable: mutable fields are guarded by the registry stripe's lock.
     /// The installing job's node, and those of jobs that joined (rare: no array for one job).
-    let first: TrackedTask
+    /// Both are dropped when the hook fires, so a wrapper left on a finished operation holds no
+    /// job.
+    var first: TrackedTask?
     var others: [TrackedTask] = []
     /// The operation's own block, known once the installer read it.
     var previous: (@Sendable () -> Void)?
@@ -24,8 +26,9 @@ enum CompletionBlockHook {
     /// A job claimed the right to add the operation to a queue.
     var queueClaimed = false
 
-    init(_ observer: TrackedTask) {
+    init(_ observer: TrackedTask, previous: (@Sendable () -> Void)?) {
       first = observer
+      self.previous = previous
     }
   }
 
@@ -36,7 +39,7 @@ enum CompletionBlockHook {
     let address: UInt
 
     init(_ operation: Operation) {
-      address = UInt(bitPattern: ObjectIdentifier(operation).hashValue)
+      address = UInt(bitPattern: ObjectIdentifier(operation))
     }
 
     func hash(into hasher: inout Hasher) {
@@ -72,9 +75,11 @@ enum CompletionBlockHook {
   static func observe(_ operation: Operation, by node: TrackedTask, claimingQueue: Bool) -> Observation {
     let key = Key(operation)
     let stripe = stripe(for: key)
+    // Read the block with no lock held (`completionBlock` may be overridden); a joiner drops it.
+    let previous = operation.completionBlock
     let (hook, joined): (Hook?, Observation?) = stripe.withLock { table in
       if let existing = table[key], !existing.fired {
-        if existing.first.job === node.job || existing.others.contains(where: { $0.job === node.job }) {
+        if existing.first?.job === node.job || existing.others.contains(where: { $0.job === node.job }) {
           return (nil, .duplicate)
         }
         existing.others.append(node)
@@ -82,15 +87,12 @@ enum CompletionBlockHook {
         existing.queueClaimed = existing.queueClaimed || claimingQueue
         return (nil, .joined(claimed: claimed))
       }
-      let hook = Hook(node)
+      let hook = Hook(node, previous: previous)
       hook.queueClaimed = claimingQueue
       table[key] = hook
       return (hook, nil)
     }
     guard let hook else { return joined ?? .duplicate }
-    // Read and write the block with no lock held: `completionBlock` may be overridden.
-    let previous = operation.completionBlock
-    stripe.withLock { _ in hook.previous = previous }
     operation.completionBlock = { [hook, unowned(unsafe) operation] in
       // Foundation holds the operation while its completionBlock runs.
       fire(hook, of: operation, runningPrevious: true)
@@ -115,23 +117,30 @@ enum CompletionBlockHook {
 
   private static func fire(_ hook: Hook, of operation: Operation, runningPrevious: Bool) {
     let key = Key(operation)
-    let (fires, previous): (Bool, (@Sendable () -> Void)?) = stripe(for: key).withLock { table in
+    let (first, others, previous): (TrackedTask?, [TrackedTask], (@Sendable () -> Void)?) = stripe(for: key).withLock {
+      table in
       let previous = hook.previous
-      guard !hook.fired else { return (false, previous) }
+      guard !hook.fired else { return (nil, [], previous) }
       hook.fired = true
       if table[key] === hook {
         table.removeValue(forKey: key)
       }
-      return (true, previous)
+      defer {
+        hook.first = nil
+        hook.others = []
+      }
+      return (hook.first, hook.others, previous)
     }
-    if runningPrevious {
+    if runningPrevious, let previous {
+      // The operation's own block goes back (a wrapper left in place when there was none is
+      // inert: it signals nobody twice and holds no job), and runs once.
       operation.completionBlock = previous
-      previous?()
+      previous()
     }
-    guard fires else { return }
-    // `first` and `others` no longer change once `fired` is set.
-    hook.first.job.taskDidFinish(hook.first)
-    for node in hook.others {
+    if let first {
+      first.job.taskDidFinish(first)
+    }
+    for node in others {
       node.job.taskDidFinish(node)
     }
   }
