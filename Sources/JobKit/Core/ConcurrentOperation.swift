@@ -142,9 +142,7 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
       reportMisuse(code, what)
     case .notify(let observers):
       postFinishChange()
-      for observer in observers {
-        observer.operationDidFinish(self)
-      }
+      observers.notifyEach { $0.operationDidFinish(self) }
     }
   }
 

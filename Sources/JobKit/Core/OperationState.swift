@@ -44,6 +44,24 @@ struct OperationState {
       case .many(let observers): return observers
       }
     }
+
+    /// Whether any observer satisfies `predicate` (no array is made for one observer).
+    func contains(where predicate: (any OperationFinishObserver) -> Bool) -> Bool {
+      switch self {
+      case .none: return false
+      case .one(let observer): return predicate(observer)
+      case .many(let observers): return observers.contains(where: predicate)
+      }
+    }
+
+    /// Calls `body` with each observer, in registration order.
+    func notifyEach(_ body: (any OperationFinishObserver) -> Void) {
+      switch self {
+      case .none: break
+      case .one(let observer): body(observer)
+      case .many(let observers): observers.forEach(body)
+      }
+    }
   }
 
   var phase = Phase.idle
@@ -107,7 +125,7 @@ struct OperationState {
   }
 
   enum FinishAction {
-    case notify([any OperationFinishObserver])
+    case notify(Observers)
     case misuse(JobKitError.Code)
   }
 
@@ -120,7 +138,7 @@ struct OperationState {
     case .starting, .running:
       phase = .finished
       self.error = error
-      let toNotify = observers.all
+      let toNotify = observers
       observers = .none
       return .notify(toNotify)
     }
@@ -154,7 +172,7 @@ struct OperationState {
   /// Foundation). A job that already observes the operation registers nothing.
   mutating func addObserver(_ observer: any OperationFinishObserver, claimingQueue: Bool) -> JobObservation {
     guard phase != .finished else { return .finished }
-    if let job = observer.observingJob, observers.all.contains(where: { $0.observingJob == job }) {
+    if let job = observer.observingJob, observers.contains(where: { $0.observingJob == job }) {
       return .alreadyObserved
     }
     _ = addObserver(observer)

@@ -9,12 +9,12 @@ struct CommandDispatchTests {
   // MARK: 1. Matching
 
   @Test("dispatch starts its job at once: it finishes without anyone running or awaiting it")
-  func dispatchStartsAtOnce() {
+  func dispatchStartsAtOnce() async {
     let map = CommandMap()
     map.map(FlagAndStringEvent.self) { AppendCommand("1", to: $0.object) }
     let event = FlagAndStringEvent()
     let job = map.dispatch(event)
-    #expect(job.finishes())
+    #expect(await job.finishedSoon())
     #expect(event.object.string == "1")
   }
 
@@ -251,7 +251,7 @@ struct CommandDispatchTests {
   }
 
   @Test("two racing dispatches: the one that claims the once mapping first runs it, the other reports alreadyUsed")
-  func onceClaimRace() {
+  func onceClaimRace() async {
     let map = CommandMap()
     let inGuard = Latch()
     let proceed = Latch()
@@ -280,15 +280,16 @@ struct CommandDispatchTests {
       first.mutate { $0 = job }
       firstReturned.open()
     }
-    #expect(inGuard.wait())
+    #expect(await inGuard.waitOpen())
     let second = map.dispatch(event)
     proceed.open()
-    #expect(firstReturned.wait())
+    #expect(await firstReturned.waitOpen())
     let firstJob = first.value!
     #expect(second.ran == [mapping])
     #expect(firstJob.ran.isEmpty)
     #expect(firstJob.skipped == [CommandDispatch.Skip(mapping, .alreadyUsed)])
-    #expect(second.finishes() && firstJob.finishes())
+    #expect(await second.finishedSoon())
+    #expect(await firstJob.finishedSoon())
     #expect(event.object.string == "1")
   }
 

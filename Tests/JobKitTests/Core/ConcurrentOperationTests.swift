@@ -16,13 +16,13 @@ struct ConcurrentOperationTests {
     #expect(task.misuses.isEmpty)
   }
 
-  @Test func cancelledBeforeStartFinishesWithoutOperationStart() {
+  @Test func cancelledBeforeStartFinishesWithoutOperationStart() async {
     let task = ManualTask()
     task.cancel()
     #expect(task.cancelHookCalls == 0)
     let queue = OperationQueue()
     queue.addOperation(task)
-    #expect(task.finishes())
+    #expect(await task.finishedSoon())
     #expect(!task.didStart && task.isCancelled && task.error == nil && task.cancelHookCalls == 0)
   }
 
@@ -95,21 +95,22 @@ struct ConcurrentOperationTests {
     #expect(task.isFinished)
   }
 
-  @Test func dependentsWaitForAnAsynchronousFinish() {
+  @Test func dependentsWaitForAnAsynchronousFinish() async {
     let queue = OperationQueue()
     let first = ManualTask("first")
     let log = EventLog()
     let second = BlockOperation { log.record("second ran") }
     second.addDependency(first)
-    queue.addOperations([second, first], waitUntilFinished: false)
-    #expect(first.startedLatch.wait())
+    queue.addOperation(second)
+    queue.addOperation(first)
+    #expect(await first.startedLatch.waitOpen())
     log.record("first finishing")
     DispatchQueue.global().async { first.finish() }
-    #expect(second.finishes())
+    #expect(await second.finishedSoon())
     #expect(log.all == ["first finishing", "second ran"])
   }
 
-  @Test func completionBlockRunsAfterFinish() {
+  @Test func completionBlockRunsAfterFinish() async {
     let task = ManualTask()
     let latch = Latch()
     let sawFinished = Locked(false)
@@ -118,19 +119,20 @@ struct ConcurrentOperationTests {
       latch.open()
     }
     OperationQueue().addOperation(task)
-    #expect(task.startedLatch.wait())
+    #expect(await task.startedLatch.waitOpen())
     DispatchQueue.global().async { task.finish() }
-    #expect(latch.wait())
+    #expect(await latch.waitOpen())
     #expect(sawFinished.value)
     task.completionBlock = nil
   }
 
-  @Test func waitUntilFinishedReturnsAfterAFinishFromAnotherThread() {
+  @Test func waitUntilFinishedReturnsAfterAFinishFromAnotherThread() async {
     let task = ManualTask()
     OperationQueue().addOperation(task)
-    #expect(task.startedLatch.wait())
+    #expect(await task.startedLatch.waitOpen())
     DispatchQueue.global().async { task.finish() }
-    task.waitUntilFinished()
+    // `waitUntilFinished()` blocks: on a thread of its own, not one of Swift concurrency's.
+    await onThread { task.waitUntilFinished() }
     #expect(task.isFinished)
   }
 

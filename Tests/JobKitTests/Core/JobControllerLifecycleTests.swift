@@ -32,7 +32,7 @@ struct JobControllerLifecycleTests {
     #expect(await stubborn.startedLatch.waitOpen())
     #expect(await cooperative.startedLatch.waitOpen())
     job.cancel()
-    #expect(cooperative.finishes())
+    #expect(await cooperative.finishedSoon())
     #expect(stubborn.isCancelled && !job.isFinished)  // waits for the stubborn task
     stubborn.finish()
     await #expect(throws: CancellationError.self) { try await job.run() }
@@ -87,7 +87,7 @@ struct JobControllerLifecycleTests {
     job.cancel()
     #expect(early.isCancelled)
     job.startJob()
-    #expect(!job.finishes(within: 0.2))
+    #expect(!(await job.finishedSoon(within: 0.2)))
     early.finish()
     await #expect(throws: CancellationError.self) { try await job.run() }
     #expect(!mainRan.value)
@@ -119,7 +119,7 @@ struct JobControllerLifecycleTests {
     OperationQueue().addOperation(dependent)
     try await job.run()
     #expect(tasks.allSatisfy { $0.isFinished })
-    #expect(dependent.finishes())
+    #expect(await dependent.finishedSoon())
     #expect(!sawUnfinished.value)
   }
 }

@@ -271,7 +271,7 @@ struct JobControllerRoutingTests {
     #expect(job.seen.sorted() == Array(0..<50))
   }
 
-  @Test func jobsWorkWithAnySuppliedQueueAndAsDependencies() throws {
+  @Test func jobsWorkWithAnySuppliedQueueAndAsDependencies() async throws {
     final class Job: JobController, @unchecked Sendable {
       override func main() { for index in 0..<20 { trackAndQueue(TaskC(index)) } }
     }
@@ -287,9 +287,9 @@ struct JobControllerRoutingTests {
     jobs.maxConcurrentOperationCount = 1
     jobs.addOperation(after)
     job.startJob(on: jobs)
-    job.waitUntilFinished()
-    #expect(completion.wait())
-    #expect(after.finishes())
+    #expect(await job.finishedSoon())
+    #expect(await completion.waitOpen())
+    #expect(await after.finishedSoon())
     #expect(log.all == ["after true"])
     job.completionBlock = nil
   }
