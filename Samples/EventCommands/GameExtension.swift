@@ -17,7 +17,7 @@ final class GameExtension: CommandExtension {
     let scored: @Sendable (ServerResponse) -> Bool = { $0.request == "score" && $0.status == 200 }
     reporter.name(
       mapper.map(ServerResponse.self, priority: 8, guards: [scored]) { response in
-        AddScore(response, model: model, reporter: reporter)
+        addScore(response, model: model, reporter: reporter)
       },
       "AddScore", guards: ["score 200"], removal: "game extension unloaded")
     reporter.name(

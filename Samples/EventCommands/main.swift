@@ -31,7 +31,7 @@ func runSample() async {
     "StoreResponse")
   reporter.name(
     map.map(ServerResponse.self, priority: 5, guards: [{ $0.status > 500 }]) { [unowned map] response in
-      Retry(response, map: map, server: server, reporter: reporter)
+      retry(response, map: map, server: server, reporter: reporter)
     },
     "Retry", guards: ["status > 500"])
   reporter.name(

@@ -79,6 +79,18 @@ public final class BlockTask: ConcurrentOperation, ContextConsuming, @unchecked 
     set { withState { $0.context = newValue } }
   }
 
+  /// Adds the task to ``JobController/sharedJobQueue`` unless JobKit already queued it (a job's
+  /// `trackAndQueue`, an earlier `run()` or ``ConcurrentOperation/runAndWait()``) or it already
+  /// started, then suspends until it finished.
+  ///
+  /// Throws the body's error, or `CancellationError` if the task was cancelled. Cancelling the
+  /// awaiting Swift task cancels the task; `run()` still returns only once it finished. For a task
+  /// you added to a queue yourself, await ``ConcurrentOperation/waitForFinish()`` instead.
+  public func run() async throws {
+    submitToSharedQueueUnlessQueued()
+    try await waitForFinishCancellingOnTaskCancel()
+  }
+
   /// Runs the body (see the type's documentation). Called once, by the queue.
   public override func operationStart() {
     let context = withState { state in

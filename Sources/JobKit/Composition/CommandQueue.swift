@@ -22,7 +22,8 @@ import Foundation
 /// ``onDrained`` is called once each time the last running burst finished and no newer one is
 /// running, with the failures of the commands that finished since the previous call (each
 /// command that finished with an ``ConcurrentOperation/error``, in order; empty if none failed).
-/// With commands added one after another as earlier ones finish, that can be many times.
+/// With commands added one after another as earlier ones finish, that can be many times. To
+/// await it instead, call ``drained()``.
 ///
 /// ### Pause and cancel
 /// ``pause()`` lets the running commands finish but starts no new one until ``resume()``;
@@ -97,6 +98,25 @@ public final class CommandQueue: Sendable, OperationFinishObserver {
     set { state.withLock { $0.onDrained = newValue } }
   }
 
+  /// Suspends until every command added so far has finished; returns at once when the queue is
+  /// idle. Commands added meanwhile are not waited for, but a command that joins a running
+  /// burst keeps that burst (and so this call) going until it finished too.
+  ///
+  /// A paused queue does not drain: commands waiting for ``resume()`` are waited for. Cancelling
+  /// the awaiting Swift task returns at once, without cancelling any command.
+  public func drained() async {
+    let id = state.withLock { $0.makeDrainWaiter() }
+    await withTaskCancellationHandler {
+      await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        if !state.withLock({ $0.awaitDrain(id, continuation) }) {
+          continuation.resume()
+        }
+      }
+    } onCancel: {
+      state.withLock { $0.cancelDrainWait(id) }?.resume()
+    }
+  }
+
   /// Cancels every command added so far (see the type's documentation). ``onDrained`` is still
   /// called once they all finished.
   public func cancelAll() {
@@ -131,12 +151,17 @@ public final class CommandQueue: Sendable, OperationFinishObserver {
     }
   }
 
-  /// A burst finished: call the drained handler if it was the last one.
+  /// A burst finished: call the drained handler if it was the last one, and resume the
+  /// `drained()` callers that waited for it.
   func operationDidFinish(_ operation: ConcurrentOperation) {
     guard let group = operation as? GroupJob else { return }
     let failures = group.failures
-    if let (handler, drained) = state.withLock({ $0.burstFinished(group, failures: failures) }) {
+    let end = state.withLock { $0.burstFinished(group, failures: failures) }
+    if let (handler, drained) = end.drained {
       handler(drained)
+    }
+    for waiter in end.waiters {
+      waiter.resume()
     }
   }
 }

@@ -23,6 +23,17 @@ struct CommandQueueState {
   /// Failures of the bursts finished since the queue last drained.
   var failures: [TaskFailure] = []
   var onDrained: (@Sendable ([TaskFailure]) -> Void)?
+  /// Callers of `drained()`, each waiting for the bursts that were running when it was called.
+  var drainWaiters: [UInt64: DrainWait] = [:]
+  var nextWaiter: UInt64 = 0
+
+  enum DrainWait {
+    /// `drained()` began but has not registered its continuation yet.
+    case created
+    /// Its task was cancelled before it registered.
+    case cancelled
+    case waiting(pending: Set<ObjectIdentifier>, CheckedContinuation<Void, Never>)
+  }
 
   enum Claim {
     /// Add the command to this running burst.
@@ -94,22 +105,71 @@ struct CommandQueueState {
     return now
   }
 
+  /// What to do once a burst finished: call the drained handler, resume `drained()` callers.
+  struct BurstEnd {
+    var drained: (handler: @Sendable ([TaskFailure]) -> Void, failures: [TaskFailure])?
+    var waiters: [CheckedContinuation<Void, Never>] = []
+  }
+
   /// A burst finished with `failures`. Returns the drained handler and the failures to pass it
-  /// when no burst is left.
-  mutating func burstFinished(
-    _ group: GroupJob,
-    failures burstFailures: [TaskFailure]
-  ) -> (handler: @Sendable ([TaskFailure]) -> Void, failures: [TaskFailure])? {
+  /// when no burst is left, and the `drained()` callers whose bursts have all finished.
+  mutating func burstFinished(_ group: GroupJob, failures burstFailures: [TaskFailure]) -> BurstEnd {
     let id = ObjectIdentifier(group)
-    guard bursts.removeValue(forKey: id) != nil else { return nil }
+    guard bursts.removeValue(forKey: id) != nil else { return BurstEnd() }
     if open == id {
       open = nil
     }
+    var end = BurstEnd()
+    for (waiter, wait) in drainWaiters {
+      guard case .waiting(var pending, let continuation) = wait else { continue }
+      pending.remove(id)
+      if pending.isEmpty {
+        drainWaiters[waiter] = nil
+        end.waiters.append(continuation)
+      } else {
+        drainWaiters[waiter] = .waiting(pending: pending, continuation)
+      }
+    }
     failures += burstFailures
-    guard bursts.isEmpty else { return nil }
+    guard bursts.isEmpty else { return end }
     let drained = failures
     failures = []
-    guard let onDrained else { return nil }
-    return (onDrained, drained)
+    if let onDrained {
+      end.drained = (onDrained, drained)
+    }
+    return end
+  }
+
+  /// A new `drained()` caller's identity.
+  mutating func makeDrainWaiter() -> UInt64 {
+    nextWaiter += 1
+    drainWaiters[nextWaiter] = .created
+    return nextWaiter
+  }
+
+  /// Registers `drained()` caller `id` to be resumed once every running burst finished. Returns
+  /// `false` (registering nothing) when none runs or the caller was cancelled: resume it now.
+  mutating func awaitDrain(_ id: UInt64, _ continuation: CheckedContinuation<Void, Never>) -> Bool {
+    guard case .created = drainWaiters[id], !bursts.isEmpty else {
+      drainWaiters[id] = nil
+      return false
+    }
+    drainWaiters[id] = .waiting(pending: Set(bursts.keys), continuation)
+    return true
+  }
+
+  /// The task of `drained()` caller `id` was cancelled. Returns its continuation to resume now,
+  /// if it was waiting.
+  mutating func cancelDrainWait(_ id: UInt64) -> CheckedContinuation<Void, Never>? {
+    switch drainWaiters[id] {
+    case .created:
+      drainWaiters[id] = .cancelled
+      return nil
+    case .waiting(_, let continuation):
+      drainWaiters[id] = nil
+      return continuation
+    case .cancelled, nil:
+      return nil
+    }
   }
 }

@@ -1,34 +1,28 @@
 import Foundation
 
 extension ConcurrentOperation {
-  /// The queue ``runAndWait()`` starts operations on: concurrent, shared, owned by JobKit.
-  private static let runAndWaitQueue: OperationQueue = {
-    let queue = OperationQueue()
-    queue.name = "JobKit.runAndWait"
-    return queue
-  }()
-
-  /// Starts the operation if it has not started, blocks the calling thread until it finished,
-  /// then throws its ``error``, or `CancellationError` if it was cancelled without an error:
-  /// CompositeOperations' `COSyncOperation`, for tests and command-line scripts.
+  /// Starts the operation unless it is queued or started already, blocks the calling thread until
+  /// it finished, then throws its ``error``, or `CancellationError` if it was cancelled without an
+  /// error: CompositeOperations' `COSyncOperation`, for tests and command-line scripts. The
+  /// blocking twin of `run()` (see <doc:WorkAndTheCrawl> for the table of both).
   ///
-  /// A ``JobController`` (a group, for example) is submitted to
-  /// ``JobController/sharedJobQueue`` unless ``JobController/startJob()`` or
-  /// ``JobController/run()`` already submitted it; any other operation is added to a private
-  /// concurrent queue unless it is executing or finished. Do not call it for an operation you
-  /// added to a queue yourself: JobKit cannot see that, and Foundation treats adding an operation
-  /// to a second queue as a fatal error. Call `waitUntilFinished()` then.
+  /// The operation is added to ``JobController/sharedJobQueue`` unless JobKit already queued it
+  /// (``JobController/startJob()``, ``JobController/run()``, a job's `trackAndQueue`,
+  /// ``Pipeline/finally(_:)``, an earlier `run()` or `runAndWait()`) or it already started; then
+  /// it is only waited for, and nothing is reported. JobKit cannot see an operation you added to
+  /// a queue yourself, and Foundation treats adding an operation to a second queue as a fatal
+  /// error: call `waitUntilFinished()` for those.
   ///
-  /// The calling thread blocks, so never call it from one of the operation's own callbacks, from
-  /// a job's `main()` or callbacks, from a thread the operation needs to finish, or from async code
-  /// (use ``JobController/run()`` or ``waitForFinish()`` there).
+  /// The calling thread blocks until the operation finished. That is safe at the top level of a
+  /// script, on a test's own thread, and in a task body on a concurrent queue (nested calls each
+  /// hold one worker thread while the inner operation runs on another). It never returns if the
+  /// blocked thread is one the operation needs: a serial queue's only thread when the operation
+  /// or its tasks run on that queue, or a job's `main()` or callback waiting for that job or one
+  /// of its tasks (the job routes on the thread of its callbacks). In async code it is
+  /// unavailable (`noasync`): `await` `run()` or ``waitForFinish()`` there.
   @available(*, noasync, message: "blocks the calling thread; use run() or waitForFinish() in async code")
   public func runAndWait() throws {
-    if let job = self as? JobController {
-      job.submitUnlessSubmitted(to: JobController.sharedJobQueue)
-    } else if !isExecuting && !isFinished {
-      ConcurrentOperation.runAndWaitQueue.addOperation(self)
-    }
+    submitToSharedQueueUnlessQueued()
     waitUntilFinished()
     try throwOutcome()
   }

@@ -185,19 +185,29 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
   /// finishes; it is not called after a failure or a cancel. Call it once, on a pipeline that is
   /// in no queue or job: a second call, or one on a pipeline that already started, is ignored and
   /// reported as ``JobKitError/Code/startedTwice``.
-  public func finally(_ handler: @escaping @Sendable (Output) -> Void) {
+  ///
+  /// Returns this pipeline, so a script can await it in the same expression:
+  /// `try await Pipeline.start { … }.finally { … }.waitForFinish()`.
+  @discardableResult
+  public func finally(_ handler: @escaping @Sendable (Output) -> Void) -> Pipeline<Output> {
     submit(finally: PipelineHandler(queue: nil, body: handler))
+    return self
   }
 
   /// Like ``finally(_:)``, but the handler runs on `queue` (asynchronously, once the last step
-  /// returned); the pipeline finishes after it returned.
-  public func finally(on queue: DispatchQueue, _ handler: @escaping @Sendable (Output) -> Void) {
+  /// returned); the pipeline finishes after it returned. Returns this pipeline.
+  @discardableResult
+  public func finally(on queue: DispatchQueue, _ handler: @escaping @Sendable (Output) -> Void) -> Pipeline<Output> {
     submit(finally: PipelineHandler(queue: queue, body: handler))
+    return self
   }
 
   private func submit(finally handler: PipelineHandler<Output>) {
     if withState({ $0.submit(finally: handler) }) {
-      JobController.sharedJobQueue.addOperation(self)
+      // A job that tracks the pipeline and queued it already starts it; the handler stays set.
+      if claimQueue() {
+        JobController.sharedJobQueue.addOperation(self)
+      }
     } else {
       reportMisuse(
         .startedTwice,
@@ -206,8 +216,9 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
     }
   }
 
-  /// Starts the pipeline on ``JobController/sharedJobQueue`` unless it was already started (by
-  /// ``finally(_:)``, an earlier `run()`, or a queue), then suspends until it finished and returns
+  /// Starts the pipeline on ``JobController/sharedJobQueue`` unless it was already started or
+  /// queued (by ``finally(_:)``, an earlier `run()` or `runAndWait()`, or a job's
+  /// `trackAndQueue`), then suspends until it finished and returns
   /// its ``result``.
   ///
   /// Throws the error of the step that failed (after the ``onError(_:)`` handler ran), or
@@ -217,9 +228,7 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
   /// read ``result`` instead: JobKit cannot see that submission, and adding an operation to a
   /// second queue is a fatal error in Foundation.
   public func run() async throws -> Output {
-    if withState({ $0.submitForRun() }) {
-      JobController.sharedJobQueue.addOperation(self)
-    }
+    submitUnlessQueued()
     do {
       try await waitForFinishCancellingOnTaskCancel()
     } catch {
@@ -287,6 +296,14 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
       PipelineHandler.call(handler, with: result) { self.operationDone() }
     case .failed(let error, let handler):
       PipelineHandler.call(handler, with: error) { self.operationDone(error: error) }
+    }
+  }
+}
+
+extension Pipeline: SelfSubmitting {
+  func submitUnlessQueued() {
+    if withState({ $0.submitForRun() }), claimQueue() {
+      JobController.sharedJobQueue.addOperation(self)
     }
   }
 }

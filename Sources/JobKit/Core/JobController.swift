@@ -80,15 +80,15 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
 
   /// Submits the job to `queue`. See ``startJob()``.
   public func startJob(on queue: OperationQueue) {
-    if jobState.withLock({ $0.submit() }) {
+    if jobState.withLock({ $0.submit() }), claimQueue() {
       queue.addOperation(self)
     } else {
       reportMisuse(.startedTwice, "startJob was called on a job that was already submitted; ignored")
     }
   }
 
-  /// Starts the job on ``sharedJobQueue`` unless ``startJob()`` or `run()` already submitted it
-  /// (or it already started), then suspends until it finished.
+  /// Starts the job on ``sharedJobQueue`` unless ``startJob()``, `run()` or a parent job's
+  /// `trackAndQueue` already queued it (or it already started), then suspends until it finished.
   ///
   /// Throws the job's error (see ``fail(_:)``), or `CancellationError` if it was cancelled.
   /// Cancelling the awaiting Swift task cancels the job; `run()` still returns only once the job
@@ -116,11 +116,12 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
     }
   }
 
-  /// Adds the job to `queue` unless ``startJob()`` or ``run()`` already submitted it or it already
-  /// started, without reporting ``JobKitError/Code/startedTwice`` (``run()`` and `runAndWait()`
-  /// start a job only if nobody did).
+  /// Adds the job to `queue` unless ``startJob()``, ``run()`` or a parent job's `trackAndQueue`
+  /// already queued it or it already started, without reporting
+  /// ``JobKitError/Code/startedTwice`` (``run()`` and `runAndWait()` start a job only if nobody
+  /// did).
   func submitUnlessSubmitted(to queue: OperationQueue) {
-    let needsSubmission = jobState.withLock { $0.submit() } && !isExecuting && !isFinished
+    let needsSubmission = jobState.withLock { $0.submit() } && claimQueue()
     if needsSubmission {
       queue.addOperation(self)
     }

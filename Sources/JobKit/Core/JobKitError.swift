@@ -39,9 +39,9 @@ public struct JobKitError: Error, Hashable, Sendable, CustomStringConvertible {
     /// `trackAndQueue` was given a task that is already executing on some queue. The task is
     /// tracked but not queued a second time.
     public static let taskAlreadyRunning = Code(name: "taskAlreadyRunning")
-    /// `trackAndQueue` was given a task that a job (this one or another) already queues. The task
-    /// is tracked and routed when it finishes, but not added to a queue a second time (which is
-    /// a fatal error in Foundation).
+    /// `trackAndQueue` was given a task that JobKit already queues (a job, this one or another,
+    /// or the task's own `run()`). The task is tracked and routed when it finishes, but not added
+    /// to a queue a second time (which is a fatal error in Foundation).
     public static let taskAlreadyQueued = Code(name: "taskAlreadyQueued")
     /// `setMaxConcurrentTasks` was given a limit below 1. The call is ignored.
     public static let invalidLimit = Code(name: "invalidLimit")

@@ -188,3 +188,47 @@ struct CommandQueueTests {
     #expect(runs.value.allSatisfy { $0 == 1 })
   }
 }
+
+@Suite("CommandQueue.drained()", .timeLimit(.minutes(1)))
+struct CommandQueueDrainedTests {
+  @Test(arguments: [CommandQueue.Mode.sequential, .concurrent])
+  func returnsAtOnceWhenIdle(mode: CommandQueue.Mode) async {
+    await CommandQueue(mode: mode).drained()
+  }
+
+  /// Busy: `drained()` returns only once every command added before it finished.
+  @Test(arguments: [CommandQueue.Mode.sequential, .concurrent])
+  func returnsOnceEveryCommandAddedSoFarFinished(mode: CommandQueue.Mode) async {
+    let queue = CommandQueue(mode: mode)
+    let first = ManualTask("first")
+    let second = ManualTask("second")
+    queue.add(first)
+    queue.add(second)
+    #expect(await first.startedLatch.opened())
+    let waiter = Task { () -> Bool in
+      await queue.drained()
+      return first.isFinished && second.isFinished
+    }
+    first.finish()
+    if mode == .sequential {
+      #expect(await second.startedLatch.opened())
+    }
+    second.finish()
+    #expect(await waiter.value)
+    await queue.drained()  // idle again: at once
+  }
+
+  /// Cancelling the awaiting task ends the wait, not the commands.
+  @Test func cancellingTheWaiterReturnsWithoutCancellingCommands() async {
+    let queue = CommandQueue(mode: .sequential)
+    let command = ManualTask("command")
+    queue.add(command)
+    #expect(await command.startedLatch.opened())
+    let waiter = Task { await queue.drained() }
+    waiter.cancel()
+    await waiter.value
+    #expect(!command.isCancelled && !command.isFinished)
+    command.finish()
+    await queue.drained()
+  }
+}

@@ -211,7 +211,7 @@ struct WorkflowGenerator {
   private mutating func makeSpec(depth: Int, job: inout JobPlan) -> TaskSpec {
     let id = takeID()
     let roll = rng.int(0...99)
-    var work: Work
+    var work: TaskWork
     var tracking = Tracking.queued(completion: rng.chance(0.6))
     if rng.chance(0.25) { tracking = .byTest(completion: rng.chance(0.6)) }
     switch roll {
@@ -236,7 +236,7 @@ struct WorkflowGenerator {
     return spec
   }
 
-  private mutating func makeKind(job: JobPlan, tracking: Tracking) -> (Work, Tracking) {
+  private mutating func makeKind(job: JobPlan, tracking: Tracking) -> (TaskWork, Tracking) {
     let kind = rng.pick([ModelKind.alpha, .alpha, .beta, .beta, .plainSub, .plain, .testTask])
     let finish = rng.pick([FinishMode.atOnce, .atOnce, .later, .later, .onThread])
     if kind == .testTask || (kind.canFail && rng.chance(0.08)) {

@@ -46,7 +46,7 @@ struct LeafPlan: Sendable {
 }
 
 /// What a tracked task is.
-indirect enum Work: Sendable {
+indirect enum TaskWork: Sendable {
   case kind(ModelKind, finish: FinishMode, fails: Bool)
   case nested(JobPlan)
   case sequential([LeafPlan])
@@ -93,7 +93,7 @@ enum Tracking: Sendable, Equatable {
 /// One tracked task and the tasks its own callback tracks.
 struct TaskSpec: Sendable {
   var id: Int
-  var work: Work
+  var work: TaskWork
   var tracking: Tracking
   var children: [TaskSpec]
   /// Its start makes another thread stop the job (`JobPlan.stop` is `.outside`).

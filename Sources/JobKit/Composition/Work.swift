@@ -1,0 +1,167 @@
+import Foundation
+
+/// A task made from a closure that returns a typed value: synchronous, `async`, or wrapping a
+/// callback-based API. Read the value from ``result`` or ``output`` once it finished, or get it
+/// from ``run()`` or ``JobController/trackAndQueue(resultOf:completion:)``.
+///
+/// ```swift
+/// let listing = Work { try FileManager.default.contentsOfDirectory(atPath: path) }
+/// let names = try await listing.run()
+/// ```
+///
+/// - A synchronous body runs once, on the thread that starts the task (a worker thread of its
+///   queue); the task finishes when it returns. `cancel()` cannot interrupt it.
+/// - An `async` body runs in a new Swift `Task`; `cancel()` cancels that task, so
+///   `Task.isCancelled` and cancellable awaits in the body see it.
+/// - A callback body runs once, on the starting thread, and is handed `complete`: call it exactly
+///   once, from any thread, with the outcome. The task finishes then. Later calls are ignored
+///   and reported as ``JobKitError/Code/completedTwice``.
+///
+/// ### Outcome
+/// ``result`` is set before the task finishes (before `isFinished`, dependents and the tracking
+/// job's callbacks see it) and never changes afterwards:
+/// - the body returned: `.success(value)`;
+/// - the body threw: `.failure(error)`, and the task finishes with that
+///   ``ConcurrentOperation/error``, so failure policies, retries and ``JobController/failures``
+///   see it; except that a `CancellationError` after a `cancel()` means "cancelled": the task
+///   finishes with no error and `isCancelled` `true`, as any cancelled task;
+/// - cancelled before it started: the body never runs, and `result` is
+///   `.failure(CancellationError())`.
+///
+/// ### Groups
+/// A job groups tasks by their exact dynamic type, so each specialisation is its own group:
+/// `setCompletion(forGroup: Work<Listing>.self)` and
+/// `setMaxConcurrentTasks(4, forGroup: Work<FileStats>.self)` concern only those tasks. To give
+/// two kinds of work with the same output type groups of their own, subclass with an empty
+/// class; it inherits every initializer:
+///
+/// ```swift
+/// final class Hash: Work<Digest>, @unchecked Sendable {}   // a group apart from Work<Digest>
+/// ```
+///
+/// See <doc:WorkAndTheCrawl> for a job built from `Work` and when to pick `Work`,
+/// ``ConcurrentOperation`` or a plain `Operation`.
+open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
+  // @unchecked Sendable: `body` is immutable; the outcome and runner live in `workState`, a
+  // lock-protected box.
+  private enum Body {
+    case sync(@Sendable () throws -> Output)
+    case async(@Sendable () async throws -> Output)
+    case callback(@Sendable (_ complete: @escaping @Sendable (Result<Output, any Error>) -> Void) -> Void)
+  }
+
+  private struct State {
+    var result: Result<Output, any Error>?
+    /// The Swift task running an `async` body, so a cancel can reach it.
+    var runner: Task<Void, Never>?
+  }
+
+  private let body: Body
+  private let workState = LockedBox(State())
+
+  /// Creates a task whose synchronous `body` runs on the thread that starts it.
+  public init(_ body: @escaping @Sendable () throws -> Output) {
+    self.body = .sync(body)
+    super.init()
+  }
+
+  /// Creates a task whose `body` runs in a Swift `Task` that `cancel()` cancels.
+  public init(async body: @escaping @Sendable () async throws -> Output) {
+    self.body = .async(body)
+    super.init()
+  }
+
+  /// Wraps a callback-based API: call `complete` exactly once (later calls are ignored and
+  /// reported). `body` runs on the thread that starts the task; `complete` may be called from
+  /// any thread, also before `body` returns.
+  public init(
+    callback body: @escaping @Sendable (_ complete: @escaping @Sendable (Result<Output, any Error>) -> Void) -> Void
+  ) {
+    self.body = .callback(body)
+    super.init()
+  }
+
+  /// The outcome, `nil` until the task finished (see the type's documentation).
+  public var result: Result<Output, any Error>? {
+    workState.withLock { $0.result }
+  }
+
+  /// The value of a successful outcome; `nil` before the finish and after a failure or cancel.
+  public var output: Output? {
+    guard case .success(let value) = result else { return nil }
+    return value
+  }
+
+  /// Adds the task to ``JobController/sharedJobQueue`` unless JobKit already queued it (a job's
+  /// `trackAndQueue`, an earlier `run()` or ``ConcurrentOperation/runAndWait()``) or it already
+  /// started, then suspends until it finished and returns its ``output``.
+  ///
+  /// Throws the body's error, or `CancellationError` if the task was cancelled before it
+  /// succeeded. Cancelling the awaiting Swift task cancels the task; `run()` still returns only
+  /// once it finished. For a task you added to a queue yourself, await
+  /// ``ConcurrentOperation/waitForFinish()`` and read ``result`` instead.
+  public func run() async throws -> Output {
+    submitToSharedQueueUnlessQueued()
+    do {
+      try await waitForFinishCancellingOnTaskCancel()
+    } catch {
+      // A cancel that arrived after the body succeeded changed nothing.
+      if case .success(let value) = result { return value }
+      throw error
+    }
+    return try result?.get() ?? { throw CancellationError() }()
+  }
+
+  /// Runs the body (see the type's documentation). Called once, by the queue.
+  public final override func operationStart() {
+    switch body {
+    case .sync(let run):
+      complete(Result { try run() })
+    case .async(let run):
+      let runner = Task.detached {
+        let outcome: Result<Output, any Error>
+        do {
+          outcome = .success(try await run())
+        } catch {
+          outcome = .failure(error)
+        }
+        self.complete(outcome)
+      }
+      workState.withLock { $0.runner = runner }
+    case .callback(let run):
+      run { outcome in self.complete(outcome) }
+    }
+  }
+
+  /// Cancels the Swift task running an `async` body. Called once, after ``operationStart()``
+  /// returned, on the thread that called `cancel()`.
+  public final override func operationCancelled() {
+    workState.withLock { $0.runner }?.cancel()
+  }
+
+  override func startCancelled() {
+    workState.withLock { $0.result = .failure(CancellationError()) }
+    super.startCancelled()
+  }
+
+  /// Records the first outcome and finishes the task; reports a later one.
+  private func complete(_ outcome: Result<Output, any Error>) {
+    let isFirst = workState.withLock { state -> Bool in
+      guard state.result == nil else { return false }
+      state.result = outcome
+      state.runner = nil
+      return true
+    }
+    guard isFirst else {
+      reportMisuse(
+        .completedTwice, "complete was called again on a \(type(of: self)); ignored, the first result stands")
+      return
+    }
+    switch outcome {
+    case .success:
+      operationDone()
+    case .failure(let error):
+      operationDone(error: error is CancellationError && isCancelled ? nil : error)
+    }
+  }
+}

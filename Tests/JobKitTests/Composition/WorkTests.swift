@@ -1,0 +1,201 @@
+import Foundation
+import JobKitTesting
+import Testing
+
+@testable import JobKit
+
+/// A job whose `main()` is a closure, for tests that track `Work` from it.
+final class ClosureJob: JobController, @unchecked Sendable {
+  // @unchecked Sendable: `body` is immutable.
+  let body: @Sendable (JobController) -> Void
+
+  init(_ body: @escaping @Sendable (JobController) -> Void) {
+    self.body = body
+    super.init()
+  }
+
+  override func main() { body(self) }
+}
+
+/// A `Work` subclass with the same output as `Work<Int>`, in a group of its own.
+final class Doubling: Work<Int>, @unchecked Sendable {}
+
+@Suite("Work", .timeLimit(.minutes(1)))
+struct WorkTests {
+  enum Kind: String, CaseIterable, Sendable {
+    case sync, async, callback
+
+    func make(_ outcome: Result<Int, TestError>) -> Work<Int> {
+      switch self {
+      case .sync: return Work { try outcome.get() }
+      case .async: return Work(async: { try outcome.get() })
+      case .callback:
+        return Work(callback: { complete in
+          DispatchQueue.global().async { complete(outcome.mapError { $0 }) }
+        })
+      }
+    }
+  }
+
+  @Test(arguments: Kind.allCases)
+  func successSetsResultAndOutput(kind: Kind) async throws {
+    let work = kind.make(.success(42))
+    #expect(work.result == nil && work.output == nil)
+    #expect(try await work.run() == 42)
+    #expect(work.output == 42 && work.error == nil && !work.isCancelled)
+  }
+
+  @Test(arguments: Kind.allCases)
+  func failureFinishesWithTheError(kind: Kind) async {
+    let work = kind.make(.failure(TestError(7)))
+    await #expect(throws: TestError(7)) { try await work.run() }
+    #expect(work.error as? TestError == TestError(7))
+    guard case .failure(let error) = work.result else {
+      Issue.record("expected a failure, got \(String(describing: work.result))")
+      return
+    }
+    #expect(error as? TestError == TestError(7) && work.output == nil)
+  }
+
+  @Test(arguments: Kind.allCases)
+  func cancelledBeforeStartNeverRunsTheBody(kind: Kind) async {
+    let ran = Locked(false)
+    let work: Work<Int>
+    switch kind {
+    case .sync:
+      work = Work {
+        ran.mutate { $0 = true }
+        return 1
+      }
+    case .async:
+      work = Work(async: {
+        ran.mutate { $0 = true }
+        return 1
+      })
+    case .callback:
+      work = Work(callback: { complete in
+        ran.mutate { $0 = true }
+        complete(.success(1))
+      })
+    }
+    work.cancel()
+    await #expect(throws: CancellationError.self) { try await work.run() }
+    guard case .failure(let error) = work.result else {
+      Issue.record("expected a failure, got \(String(describing: work.result))")
+      return
+    }
+    #expect(error is CancellationError && !ran.value && work.error == nil)
+  }
+
+  @Test func cancelWhileAnAsyncBodyRunsCancelsItsTask() async {
+    let started = Latch()
+    let sawCancel = Locked(false)
+    let work = Work<Int>(async: {
+      started.open()
+      do {
+        try await suspendUntilCancelled()
+      } catch {
+        sawCancel.mutate { $0 = Task.isCancelled }
+        throw error
+      }
+      return 1
+    })
+    let running = Task { try await work.run() }
+    #expect(await started.waitOpen())
+    work.cancel()
+    await #expect(throws: CancellationError.self) { try await running.value }
+    #expect(sawCancel.value && work.isCancelled && work.error == nil)
+  }
+
+  @Test func aSecondCompleteIsIgnoredAndReported() async throws {
+    _ = QuietMisuse.install
+    let work = Work<Int>(callback: { complete in
+      complete(.success(1))
+      complete(.success(2))
+    })
+    #expect(try await work.run() == 1)
+    #expect(work.misuses == [JobKitError(.completedTwice)])
+    #expect(work.output == 1)
+  }
+
+  @Test func trackAndQueueResultOfHandsTheCompletionTheResult() async throws {
+    let results = Locked<[String]>([])
+    let job = ClosureJob { job in
+      job.trackAndQueue(resultOf: Work { "listing" }) { result in
+        results.mutate { $0.append((try? result.get()) ?? "failed") }
+      }
+      job.trackAndQueue(resultOf: Work<String> { throw TestError(1) }) { result in
+        if case .failure(let error) = result, error as? TestError == TestError(1) {
+          results.mutate { $0.append("error 1") }
+        }
+      }
+    }
+    try await job.run()
+    #expect(results.value.sorted() == ["error 1", "listing"])
+  }
+
+  /// `Work<Int>`, `Work<String>` and the empty subclass `Doubling` are three groups: the
+  /// `Work<Int>` handler fires while a `Doubling` still runs (it releases it).
+  @Test func eachSpecialisationAndEmptySubclassIsItsOwnGroup() async throws {
+    let log = EventLog()
+    let release = Latch()
+    let job = ClosureJob { job in
+      job.setCompletion(forGroup: Work<Int>.self) {
+        log.record("Work<Int>")
+        release.open()
+      }
+      job.setCompletion(forGroup: Work<String>.self) { log.record("Work<String>") }
+      job.setCompletion(forGroup: Doubling.self) { log.record("Doubling") }
+      job.trackAndQueue(
+        Doubling(callback: { complete in
+          DispatchQueue.global().async {
+            _ = release.wait()
+            complete(.success(2))
+          }
+        }))
+      job.trackAndQueue(Work { 1 })
+      job.trackAndQueue(Work { 2 })
+      job.trackAndQueue(Work { "s" })
+    }
+    try await job.run()
+    #expect(log.all.filter { $0 == "Work<Int>" }.count == 1)
+    #expect(log.all.filter { $0 == "Work<String>" }.count == 1)
+    #expect(log.all.last == "Doubling")
+  }
+
+  /// A limit set for `Work<Int>` runs those one at a time; `Work<String>` is not limited: its two
+  /// tasks wait for each other, which only works when both run at once.
+  @Test func limitsApplyPerSpecialisation() async throws {
+    let log = EventLog()
+    let bothStrings = Locked(0)
+    let bothStarted = Latch()
+    let job = ClosureJob { job in
+      job.setMaxConcurrentTasks(1, forGroup: Work<Int>.self)
+      for index in 0..<3 {
+        job.trackAndQueue(
+          Work<Int>(callback: { complete in
+            log.record("start \(index)")
+            DispatchQueue.global().async {
+              log.record("end \(index)")
+              complete(.success(index))
+            }
+          }))
+      }
+      for _ in 0..<2 {
+        job.trackAndQueue(
+          Work<String> {
+            let started = bothStrings.mutate { count -> Int in
+              count += 1
+              return count
+            }
+            if started == 2 { bothStarted.open() }
+            guard bothStarted.wait() else { throw TestError(2) }
+            return "ok"
+          })
+      }
+    }
+    try await job.run()
+    #expect(log.all == ["start 0", "end 0", "start 1", "end 1", "start 2", "end 2"])
+    #expect(job.failures.isEmpty)
+  }
+}
