@@ -23,6 +23,8 @@ public enum JobKitDiagnostics {
     var global: MisuseHandler
     /// Handlers for one operation each, while it lives (see `setMisuseHandler(_:for:)`).
     var scoped: [ObjectIdentifier: ScopedHandler] = [:]
+    /// Entries of freed operations are dropped when the table reaches this size (amortised O(1)).
+    var pruneAt = 64
   }
 
   private struct ScopedHandler {
@@ -58,8 +60,11 @@ public enum JobKitDiagnostics {
   public static func setMisuseHandler(_ handler: MisuseHandler?, for operation: Operation) {
     let key = ObjectIdentifier(operation)
     storage.withLock { handlers in
-      handlers.scoped = handlers.scoped.filter { $0.value.operation != nil }
       handlers.scoped[key] = handler.map { ScopedHandler(operation: operation, handler: $0) }
+      if handlers.scoped.count >= handlers.pruneAt {
+        handlers.scoped = handlers.scoped.filter { $0.value.operation != nil }
+        handlers.pruneAt = max(64, handlers.scoped.count * 2)
+      }
     }
   }
 
