@@ -87,3 +87,22 @@ extension TaskExtras {
     return retryTimer.map { [$0] } ?? []
   }
 }
+
+/// The grace period after a stop, at whose end tasks still unfinished are reported.
+extension JobState {
+  /// The grace period's timer was scheduled. Returns `false` if the job finished meanwhile: the
+  /// caller cancels it.
+  mutating func graceScheduled(_ timer: any JobTimer) -> Bool {
+    guard !phase.isFinished else { return false }
+    graceTimer = timer
+    return true
+  }
+
+  /// The grace period ended: the tracked tasks whose finish has not been seen yet (none if the
+  /// job finished). The caller asks each whether it finished, with no lock held.
+  mutating func graceEnded() -> [Operation] {
+    graceTimer = nil
+    guard !phase.isFinished else { return [] }
+    return registry.nodes.lazy.filter { !$0.isSignalled }.compactMap(\.task)
+  }
+}
