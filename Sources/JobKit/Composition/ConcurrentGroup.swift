@@ -36,7 +36,8 @@ open class ConcurrentGroup: GroupJob, @unchecked Sendable {
   // @unchecked Sendable: adds no state to GroupJob's lock-protected state.
 
   /// Creates a group that will start `tasks`, and any tasks added later, together, on a
-  /// concurrent ``JobController/taskQueue`` the group owns.
+  /// concurrent ``JobController/taskQueue`` the group owns (or on
+  /// ``JobController/defaultTaskQueue``, if set).
   public init(_ tasks: [Operation] = []) {
     super.init(mode: .concurrent, tasks: tasks, taskQueue: nil)
   }

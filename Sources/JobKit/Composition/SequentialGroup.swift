@@ -57,7 +57,8 @@ open class SequentialGroup: GroupJob, @unchecked Sendable {
   // @unchecked Sendable: adds no state to GroupJob's lock-protected state.
 
   /// Creates a group that will run `tasks` in order, then any tasks added later, on a
-  /// concurrent ``JobController/taskQueue`` the group owns.
+  /// concurrent ``JobController/taskQueue`` the group owns (or on
+  /// ``JobController/defaultTaskQueue``, if set).
   public init(_ tasks: [Operation] = []) {
     super.init(mode: .sequential, tasks: tasks, taskQueue: nil)
   }
