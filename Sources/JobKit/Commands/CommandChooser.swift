@@ -1,7 +1,6 @@
 import Foundation
 
-/// Chooses the commands of one dispatch, one mapping at a time, as Gummi Commander's
-/// `executeAction:` does: a mapping's guards are asked (and its `once` claim made) just before
+/// Chooses the commands of one dispatch, one mapping at a time: a mapping's guards are asked (and its `once` claim made) just before
 /// its command is created, so they see what the commands before it changed.
 ///
 /// Holds the dispatch's report (``CommandDispatch/ran``, ``CommandDispatch/commands``,

@@ -1,7 +1,7 @@
 import Foundation
 
-/// A job that starts all its tasks at once and finishes when all of them finished: MGCommand's
-/// `MGCommandGroup`, CompositeOperations' transactional operation.
+/// A job that starts all its tasks at once and finishes when all of them finished. See
+/// <doc:MigratingFromMGCommand> and <doc:MigratingFromCompositeOperations>.
 ///
 /// ```swift
 /// let downloads = ConcurrentGroup(urls.map { url in BlockTask { try fetch(url) } })

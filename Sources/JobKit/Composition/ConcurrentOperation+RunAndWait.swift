@@ -9,8 +9,8 @@ extension ConcurrentOperation {
   }()
 
   /// Starts the operation if it has not started, blocks the calling thread until it finished,
-  /// then throws its ``error``, or `CancellationError` if it was cancelled without an error:
-  /// CompositeOperations' `COSyncOperation`, for tests and command-line scripts.
+  /// then throws its ``error``, or `CancellationError` if it was cancelled without an error: for
+  /// tests and command-line scripts.
   ///
   /// A ``JobController`` (a group, for example) is submitted to
   /// ``JobController/sharedJobQueue`` unless ``JobController/startJob()`` or

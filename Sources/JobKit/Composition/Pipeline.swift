@@ -3,7 +3,7 @@ import Foundation
 /// A serial chain of asynchronous steps, each getting the previous step's result, with one error
 /// handler and one completion handler. See <doc:MigratingFromBlockSequence>.
 ///
-/// Build it with ``start(_:)`` and ``then(_:)``, set the error handler with ``onError(_:)``, and
+/// Build it with ``start(_:)`` and ``then(_:)->Pipeline<Next>``, set the error handler with ``onError(_:)``, and
 /// start it with ``finally(_:)`` (or await ``run()``):
 ///
 /// ```swift
@@ -55,7 +55,7 @@ import Foundation
 /// ``ConcurrentOperation/error`` in the completion, or `await` ``ConcurrentOperation/waitForFinish()``.
 /// It occupies a queue slot, but no thread, while its steps run. Such a pipeline is started by its
 /// queue: do not also call ``finally(_:)`` or ``run()`` on it (adding an operation to a second
-/// queue is a fatal error in Foundation); to act on its result, add a last ``then(_:)`` step.
+/// queue is a fatal error in Foundation); to act on its result, add a last ``then(_:)->Pipeline<Next>`` step.
 ///
 /// ### Building and misuse
 /// A step that keeps the output type is appended in place: `then` adds it to this pipeline and
@@ -70,12 +70,12 @@ import Foundation
 /// ```
 ///
 /// A step that changes the output type cannot be added in place: the other `then` returns a new
-/// pipeline carrying the earlier steps, the error handler and the ``name``, and this object
+/// pipeline carrying the earlier steps, the error handler and the `name`, and this object
 /// becomes a spent builder (the compiler warns when its result is unused). Misuse JobKit can see
 /// never crashes:
 /// - starting a spent builder, or building on one, gives a pipeline that fails with
 ///   ``JobKitError/Code/spentBuilder``;
-/// - ``then(_:)`` or ``onError(_:)`` on a started pipeline leaves it unchanged and returns a
+/// - ``then(_:)->Pipeline<Next>`` or ``onError(_:)`` on a started pipeline leaves it unchanged and returns a
 ///   pipeline that fails with ``JobKitError/Code/modifiedAfterStart``;
 /// - a second ``finally(_:)``, or one after the pipeline started, is ignored and reported as
 ///   ``JobKitError/Code/startedTwice`` (in ``ConcurrentOperation/misuses`` and to
@@ -117,7 +117,7 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
   }
 
   /// Creates a pipeline whose first step is `body`, and whose steps (this one and those added
-  /// with ``then(_:)``) all run on `queue`: every part of a step between two suspension points
+  /// with ``then(_:)->Pipeline<Next>``) all run on `queue`: every part of a step between two suspension points
   /// runs as a work item on `queue`. Use a serial queue to keep each step on one queue at a time
   /// with other work. Nothing runs until the pipeline is started.
   @available(macOS 15.0, iOS 18.0, watchOS 11.0, tvOS 18.0, visionOS 2.0, *)
