@@ -3,24 +3,28 @@ import Foundation
 /// The job running one ``CommandMap/dispatch(_:)``, with a report of which mappings it ran and
 /// why the others did not run.
 ///
-/// A dispatch chooses its commands when ``CommandMap/dispatch(_:)`` is called (see there) and runs
-/// them itself, as one job: it is a ``GroupJob`` that runs its commands one after another in
-/// priority order, like a ``SequentialGroup`` (on a map created with `concurrent: true`, all
-/// together, like a ``ConcurrentGroup``), on the map's ``CommandMap/queue``. `dispatch` starts it on
-/// the dispatching thread, which queues the first command (every command, on a concurrent map)
-/// before `dispatch` returns; each later command of a sequential dispatch starts after the one
-/// before it finished. The job takes no slot of any queue.
+/// A dispatch runs its commands itself, as one job: it is a ``GroupJob`` that runs its commands
+/// one after another in priority order, like a ``SequentialGroup`` (on a map created with
+/// `concurrent: true`, all together, like a ``ConcurrentGroup``), on the map's
+/// ``CommandMap/queue``. `dispatch` starts it on the dispatching thread, which queues the first
+/// command (every command, on a concurrent map) before `dispatch` returns. On a sequential map,
+/// each later mapping's guards are asked, and its command created and started, once the command
+/// before it finished (see ``CommandMap`` for the order). The job takes no slot of any queue.
 ///
 /// A command that fails (a ``ConcurrentOperation`` that finished with an
 /// ``ConcurrentOperation/error``) does not stop the others. The job then finishes with a
 /// ``JobFailures`` error listing every failed command with its error (also
 /// ``JobController/failures``), and ``JobController/run()`` throws it. A dispatch that chose no
-/// command finishes at once, without an error. Cancelling the job cancels its commands.
+/// command finishes at once, without an error. Cancelling the job cancels its commands, and the
+/// mappings whose turn had not come are never considered (they are in neither ``ran`` nor
+/// ``skipped``).
 ///
-/// The report (``event``, ``ran``, ``commands``, ``skipped``) is fixed when the dispatch is
-/// created and can be read from any thread at any time.
+/// The report (``ran``, ``commands``, ``skipped``) grows as the dispatch considers its mappings:
+/// on a concurrent map it is complete when `dispatch` returns, on a sequential one once the job
+/// finished. It can be read from any thread at any time.
 public final class CommandDispatch: GroupJob, @unchecked Sendable {
-  // @unchecked Sendable: the properties added here are immutable; the rest is GroupJob's.
+  // @unchecked Sendable: the properties added here are immutable (the report is behind the
+  // chooser's lock); the rest is GroupJob's.
 
   /// Why a mapping of the dispatched event's type did not run in this dispatch.
   public struct Skip: Hashable, Sendable, CustomStringConvertible {
@@ -54,29 +58,23 @@ public final class CommandDispatch: GroupJob, @unchecked Sendable {
   }
 
   /// The dispatched event.
-  public let event: any Sendable
-  /// The mappings whose commands this dispatch runs, in the order it runs them.
-  public let ran: [CommandMapping]
-  /// The commands this dispatch runs, in the same order as ``ran`` (for a block mapping, the
+  public var event: any Sendable { chooser.event }
+  /// The mappings whose commands this dispatch ran (or runs), in the order it ran them.
+  public var ran: [CommandMapping] { chooser.report.withLock { $0.ran } }
+  /// The commands this dispatch created, in the same order as ``ran`` (for a block mapping, the
   /// operation running the block).
-  public let commands: [Operation]
-  /// The mappings of the event's type, as they were when the dispatch began, that do not run in
-  /// this dispatch, in priority order, each with its reason.
-  public let skipped: [Skip]
+  public var commands: [Operation] { chooser.report.withLock { $0.commands } }
+  /// The mappings of the event's type, as they were when the dispatch began, that were
+  /// considered and did not run, in priority order, each with its reason.
+  public var skipped: [Skip] { chooser.report.withLock { $0.skipped } }
 
-  init(
-    event: any Sendable,
-    ran: [CommandMapping],
-    commands: [Operation],
-    skipped: [Skip],
-    concurrent: Bool,
-    queue: OperationQueue
-  ) {
-    self.event = event
-    self.ran = ran
-    self.commands = commands
-    self.skipped = skipped
-    super.init(mode: concurrent ? .concurrent : .sequential, tasks: commands, taskQueue: queue)
+  private let chooser: CommandChooser
+  private let isConcurrent: Bool
+
+  init(chooser: CommandChooser, first: [Operation], concurrent: Bool, queue: OperationQueue) {
+    self.chooser = chooser
+    self.isConcurrent = concurrent
+    super.init(mode: concurrent ? .concurrent : .sequential, tasks: first, taskQueue: queue)
   }
 
   /// Starts the job on this thread: its `main()` queues the first command (all of them when
@@ -85,5 +83,21 @@ public final class CommandDispatch: GroupJob, @unchecked Sendable {
   /// routed.
   func launch() {
     start()
+  }
+
+  /// A command finished (in the job's callback, so the job cannot finish meanwhile): on a
+  /// sequential map, the next mapping whose guards approve gets its turn.
+  override func groupTaskFinished(_ task: Operation) {
+    super.groupTaskFinished(task)
+    guard !isConcurrent, !isCancelled, groupState.withLock({ $0.phase == .running }),
+      let next = chooser.next()
+    else { return }
+    add(next)
+  }
+
+  /// The job finished, however it ended: the mappings not considered are dropped.
+  override func operationDidFinish(_ operation: ConcurrentOperation) {
+    super.operationDidFinish(operation)
+    chooser.stop()
   }
 }

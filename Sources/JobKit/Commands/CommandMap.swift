@@ -17,24 +17,28 @@ import Foundation
 /// Related mappings can be loaded and unloaded together as a ``CommandExtension``.
 ///
 /// ### What a dispatch does
-/// ``dispatch(_:)`` takes a snapshot of the mappings of the event's exact type, then, on the
-/// calling thread, for each mapping in priority order (higher first, equal priorities in the
-/// order they were mapped):
-/// 1. asks its guards in order, stopping at the first refusal (a refused mapping is skipped and
-///    its command is not created);
+/// ``dispatch(_:)`` takes a snapshot of the mappings of the event's exact type. Then, for each
+/// mapping in priority order (higher first, equal priorities in the order they were mapped), just
+/// before that mapping's turn:
+/// 1. it asks the mapping's guards in order, stopping at the first refusal (a refused mapping is
+///    skipped and its command is not created);
 /// 2. for a `once` mapping, claims it: the first dispatch to claim it removes it from the map and
 ///    runs it, a racing dispatch that lost skips it;
-/// 3. creates its command.
+/// 3. creates its command and starts it.
 ///
-/// All guards are asked, and all commands created, before the first command starts (as in Gummi
-/// Commander): a guard sees the event and the world as it was at dispatch time, not the effects
-/// of the commands before it. The commands then run as one job, a ``CommandDispatch``, which
-/// `dispatch` starts and returns; it reports which mappings ran and why the others did not.
+/// On a sequential map (the default), a mapping's turn comes once the commands of higher
+/// priority have run: its guards see what those commands changed. The first mapping is chosen
+/// on the dispatching thread before ``dispatch(_:)`` returns, each later one on the thread that
+/// finished the command before it. On a concurrent map every mapping is chosen at dispatch, on
+/// the dispatching thread, since all commands start together. The commands run as one job, a
+/// ``CommandDispatch``, which `dispatch` starts and returns; it reports which mappings ran and
+/// why the others did not. If the dispatch is cancelled (or a command fails and the job stops),
+/// the mappings whose turn had not come are never considered.
 ///
 /// ### Threads
 /// Mapping, unmapping, loading, unloading and dispatching are safe from any thread at the same
 /// time, also from guards, command factories, commands and job callbacks. A mapping added or
-/// removed while a dispatch chooses its commands does not change that dispatch. The map never
+/// removed after a dispatch began does not change that dispatch (it works on its snapshot). The map never
 /// holds its lock while it calls a guard, a command factory, a block or an extension, and
 /// `dispatch` never blocks.
 public final class CommandMap: Sendable {
@@ -96,9 +100,10 @@ public final class CommandMap: Sendable {
   ///   - priority: Higher runs first; equal priorities run in the order they were mapped.
   ///   - once: `true` to remove the mapping after it ran once. A dispatch whose guards refuse
   ///     the mapping keeps it mapped; two racing dispatches never both run it.
-  ///   - guards: Asked in order on the dispatching thread, each with the event; the first
+  ///   - guards: Asked in order, each with the event, when the mapping's turn comes in a dispatch
+  ///     (after the commands of higher priority ran; see the type's documentation); the first
   ///     refusal skips the mapping and the guards after it are not asked.
-  ///   - makeCommand: Called on the dispatching thread, after the guards approved, to create a
+  ///   - makeCommand: Called right after the guards approved, on the same thread, to create a
   ///     new command for each dispatch. Return an operation that is in no queue and not started.
   /// - Returns: The mapping's handle, for ``unmap(_:)`` and dispatch reports.
   @discardableResult
@@ -183,36 +188,28 @@ public final class CommandMap: Sendable {
 
   // MARK: - Dispatching
 
-  /// Runs the commands mapped to the exact type of `event`: asks their guards, creates their
-  /// commands, and starts the job running them, which it returns.
+  /// Runs the commands mapped to the exact type of `event`, asking each mapping's guards just
+  /// before its command is created, and starts the job running them, which it returns.
   ///
-  /// Guards and command factories run on the calling thread before `dispatch` returns (see the
-  /// type's documentation for the order); the commands run on ``queue``, one
-  /// after another in priority order (or together, on a `concurrent` map). The returned job is
-  /// already started: await ``JobController/run()`` or ``ConcurrentOperation/waitForFinish()`` to
-  /// wait for it. An event nobody mapped returns a job that finishes at once, without an error.
+  /// The first mapping's guards and command factory run on the calling thread before `dispatch`
+  /// returns; on a sequential map, each later mapping's run on the thread that finished the
+  /// command before it (see the type's documentation for the order). The commands run on
+  /// ``queue``, one after another in priority order (or together, on a `concurrent` map). The
+  /// returned job is already started: await ``JobController/run()`` or
+  /// ``ConcurrentOperation/waitForFinish()`` to wait for it. An event nobody mapped returns a job
+  /// that finishes at once, without an error.
   ///
   /// Never blocks, so it can be called from a command, a guard or a job callback.
   @discardableResult
   public func dispatch<Event: Sendable>(_ event: Event) -> CommandDispatch {
     let key = ObjectIdentifier(type(of: event))
     let snapshot = state.withLock { $0.beginDispatch(of: key) }
-    var ran: [CommandMapping] = []
-    var commands: [Operation] = []
-    var skipped: [CommandDispatch.Skip] = []
-    for mapping in snapshot {
-      if let refusal = mapping.refusingGuard(for: event) {
-        skipped.append(.init(mapping, .guardRefused(index: refusal)))
-      } else if mapping.runsOnce && !state.withLock({ $0.claim(mapping) }) {
-        skipped.append(.init(mapping, .alreadyUsed))
-      } else {
-        ran.append(mapping)
-        commands.append(mapping.command(for: event))
-      }
-    }
-    state.withLock { $0.endDispatch() }
-    let job = CommandDispatch(
-      event: event, ran: ran, commands: commands, skipped: skipped, concurrent: isConcurrent, queue: queue)
+    let state = self.state
+    let chooser = CommandChooser(
+      event: event, snapshot: snapshot, claim: { mapping in state.withLock { $0.claim(mapping) } },
+      endChoosing: { state.withLock { $0.endDispatch() } })
+    let first = isConcurrent ? chooser.all() : chooser.next().map { [$0] } ?? []
+    let job = CommandDispatch(chooser: chooser, first: first, concurrent: isConcurrent, queue: queue)
     job.launch()
     return job
   }

@@ -1,7 +1,7 @@
 import Foundation
 
-/// A task made from a closure: MGCommand's `MGBlockCommand` (synchronous body) and
-/// `MGAsyncBlockCommand` (asynchronous body).
+/// A task made from a closure, with a synchronous or an asynchronous body. See
+/// <doc:MigratingFromMGCommand>.
 ///
 /// ```swift
 /// let sequence = SequentialGroup()

@@ -1,7 +1,7 @@
 import Foundation
 
-/// A job that starts all its tasks at once and finishes when all of them finished: MGCommand's
-/// `MGCommandGroup`, CompositeOperations' transactional operation.
+/// A job that starts all its tasks at once and finishes when all of them finished. See
+/// <doc:MigratingFromMGCommand> and <doc:MigratingFromCompositeOperations>.
 ///
 /// ```swift
 /// let downloads = ConcurrentGroup(urls.map { url in BlockTask { try fetch(url) } })
@@ -36,7 +36,8 @@ open class ConcurrentGroup: GroupJob, @unchecked Sendable {
   // @unchecked Sendable: adds no state to GroupJob's lock-protected state.
 
   /// Creates a group that will start `tasks`, and any tasks added later, together, on a
-  /// concurrent ``JobController/taskQueue`` the group owns.
+  /// concurrent ``JobController/taskQueue`` the group owns (or on
+  /// ``JobController/defaultTaskQueue``, if set).
   public init(_ tasks: [Operation] = []) {
     super.init(mode: .concurrent, tasks: tasks, taskQueue: nil)
   }

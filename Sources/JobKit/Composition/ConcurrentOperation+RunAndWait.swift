@@ -3,8 +3,8 @@ import Foundation
 extension ConcurrentOperation {
   /// Starts the operation unless it is queued or started already, blocks the calling thread until
   /// it finished, then throws its ``error``, or `CancellationError` if it was cancelled without an
-  /// error: CompositeOperations' `COSyncOperation`, for tests and command-line scripts. The
-  /// blocking twin of `run()` (see <doc:WorkAndTheCrawl> for the table of both).
+  /// error: for tests and command-line scripts. The blocking twin of `run()` (see
+  /// <doc:WorkAndTheCrawl> for the table of both).
   ///
   /// The operation is added to ``JobController/sharedJobQueue`` unless JobKit already queued it
   /// (``JobController/startJob()``, ``JobController/run()``, a job's `trackAndQueue`,

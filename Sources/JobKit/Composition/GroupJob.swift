@@ -23,7 +23,7 @@ open class GroupJob: JobController, @unchecked Sendable {
   private var taskCompletion: (@Sendable (Operation) -> Void)?
 
   /// Creates a group in `mode` that will run `tasks`, on `taskQueue` or, if `nil`, on a
-  /// concurrent queue the group owns.
+  /// concurrent queue the group owns (or `JobController.defaultTaskQueue`, if set).
   init(mode: GroupState.Mode, tasks: [Operation], taskQueue: OperationQueue?) {
     groupState = LockedBox(GroupState(mode: mode))
     isSequential = mode == .sequential

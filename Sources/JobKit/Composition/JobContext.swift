@@ -1,7 +1,7 @@
 import Foundation
 
-/// A thread-safe store of typed values shared by a group and everything inside it: the JobKit
-/// version of MGCommand's `userInfo` and of Gummi Commander's injection.
+/// A thread-safe store of typed values shared by a group and everything inside it. See
+/// <doc:MigratingFromMGCommand>.
 ///
 /// A ``SequentialGroup`` or ``ConcurrentGroup`` hands its ``GroupJob/context`` to each task
 /// that adopts ``ContextConsuming`` and to each nested group, right before it starts that task, so

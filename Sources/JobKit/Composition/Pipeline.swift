@@ -1,9 +1,9 @@
 import Foundation
 
 /// A serial chain of asynchronous steps, each getting the previous step's result, with one error
-/// handler and one completion handler (a Swift take on `MKHBlockSequence`).
+/// handler and one completion handler. See <doc:MigratingFromBlockSequence>.
 ///
-/// Build it with ``start(_:)`` and ``then(_:)``, set the error handler with ``onError(_:)``, and
+/// Build it with ``start(_:)`` and ``then(_:)->Pipeline<Next>``, set the error handler with ``onError(_:)``, and
 /// start it with ``finally(_:)`` (or await ``run()``):
 ///
 /// ```swift
@@ -55,15 +55,27 @@ import Foundation
 /// ``ConcurrentOperation/error`` in the completion, or `await` ``ConcurrentOperation/waitForFinish()``.
 /// It occupies a queue slot, but no thread, while its steps run. Such a pipeline is started by its
 /// queue: do not also call ``finally(_:)`` or ``run()`` on it (adding an operation to a second
-/// queue is a fatal error in Foundation); to act on its result, add a last ``then(_:)`` step.
+/// queue is a fatal error in Foundation); to act on its result, add a last ``then(_:)->Pipeline<Next>`` step.
 ///
 /// ### Building and misuse
-/// ``then(_:)`` on a pipeline that has not started returns a new pipeline carrying the earlier
-/// steps and the error handler; the old object becomes a spent builder. Misuse JobKit can see never
-/// crashes:
+/// A step that keeps the output type is appended in place: `then` adds it to this pipeline and
+/// returns this pipeline, so `then` can be called several times on one value, each step getting
+/// the result of the one added before it:
+///
+/// ```swift
+/// let sequence = Pipeline.start { "1st result" }
+/// sequence.then { first in first + ", 2nd result" }
+/// sequence.then { second in second + ", 3rd result" }
+/// sequence.finally { last in print(last) }  // 1st result, 2nd result, 3rd result
+/// ```
+///
+/// A step that changes the output type cannot be added in place: the other `then` returns a new
+/// pipeline carrying the earlier steps, the error handler and the `name`, and this object
+/// becomes a spent builder (the compiler warns when its result is unused). Misuse JobKit can see
+/// never crashes:
 /// - starting a spent builder, or building on one, gives a pipeline that fails with
 ///   ``JobKitError/Code/spentBuilder``;
-/// - ``then(_:)`` or ``onError(_:)`` on a started pipeline leaves it unchanged and returns a
+/// - ``then(_:)->Pipeline<Next>`` or ``onError(_:)`` on a started pipeline leaves it unchanged and returns a
 ///   pipeline that fails with ``JobKitError/Code/modifiedAfterStart``;
 /// - a second ``finally(_:)``, or one after the pipeline started, is ignored and reported as
 ///   ``JobKitError/Code/startedTwice`` (in ``ConcurrentOperation/misuses`` and to
@@ -105,7 +117,7 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
   }
 
   /// Creates a pipeline whose first step is `body`, and whose steps (this one and those added
-  /// with ``then(_:)``) all run on `queue`: every part of a step between two suspension points
+  /// with ``then(_:)->Pipeline<Next>``) all run on `queue`: every part of a step between two suspension points
   /// runs as a work item on `queue`. Use a serial queue to keep each step on one queue at a time
   /// with other work. Nothing runs until the pipeline is started.
   @available(macOS 15.0, iOS 18.0, watchOS 11.0, tvOS 18.0, visionOS 2.0, *)
@@ -126,13 +138,31 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
   }
 
   /// Returns a new pipeline that runs this pipeline's steps, then `body` with the last one's
-  /// result. The new pipeline keeps this one's step queue and error handler; this object becomes
-  /// a spent builder (see the type's documentation).
+  /// result. The new pipeline keeps this one's step queue, error handler and `name`; this object
+  /// becomes a spent builder (see the type's documentation).
   ///
   /// `body` runs at most once, in the pipeline's Swift task, after the step before it returned
   /// and only if the pipeline was not cancelled meanwhile. On a spent builder or a started
   /// pipeline, returns a pipeline that runs no step and fails with a ``JobKitError``.
   public func then<Next: Sendable>(_ body: @escaping @Sendable (Output) async throws -> Next) -> Pipeline<Next> {
+    chained(body)
+  }
+
+  /// Appends `body`, a step that keeps the output type, to this pipeline and returns this
+  /// pipeline, so `then` may be called several times on one value (see the type's
+  /// documentation). `body` gets the result of the step added before it.
+  ///
+  /// `body` runs at most once, in the pipeline's Swift task, after the step before it returned
+  /// and only if the pipeline was not cancelled meanwhile. On a spent builder, returns a pipeline
+  /// that fails with ``JobKitError/Code/spentBuilder``; on a started pipeline, leaves it unchanged
+  /// and returns a pipeline that runs no step and fails with
+  /// ``JobKitError/Code/modifiedAfterStart``.
+  @discardableResult
+  public func then(_ body: @escaping @Sendable (Output) async throws -> Output) -> Pipeline<Output> {
+    withState { $0.append(body) } ? self : chained(body)
+  }
+
+  private func chained<Next: Sendable>(_ body: @escaping @Sendable (Output) async throws -> Next) -> Pipeline<Next> {
     let handOver = withState { $0.handOver() }
     let plan: PipelineState<Next>.Plan
     switch handOver.plan {
@@ -147,7 +177,11 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
     case .spent(let builderOutput):
       plan = .spent(builderOutput: builderOutput)
     }
-    return Pipeline<Next>(plan: plan, errorHandler: handOver.errorHandler, stepExecutor: stepExecutor)
+    let next = Pipeline<Next>(plan: plan, errorHandler: handOver.errorHandler, stepExecutor: stepExecutor)
+    if let name {
+      next.name = name
+    }
+    return next
   }
 
   /// Sets the handler called, once, with the error of the first step that throws (replacing an

@@ -70,6 +70,20 @@ struct PipelineState<Output: Sendable> {
     }
   }
 
+  /// `then` was called with a step that keeps the output type. Returns `true` if the step was
+  /// appended in place (the pipeline is buildable); `false` if the caller must hand over instead
+  /// (a spent builder, a pipeline born from misuse, or a started one). Composes closures only.
+  mutating func append(_ body: @escaping @Sendable (Output) async throws -> Output) -> Bool {
+    guard case .notStarted(.steps(let previous), submitted: false) = phase else { return false }
+    phase = .notStarted(
+      .steps { checkpoint in
+        let input = try await previous(checkpoint)
+        try checkpoint.checkpoint()
+        return try await body(input)
+      }, submitted: false)
+    return true
+  }
+
   /// `onError` was called. Returns `true` if the handler was set (replacing an earlier one), or
   /// `false` if the pipeline already started and the caller must return a failing pipeline.
   mutating func setErrorHandler(_ handler: PipelineHandler<any Error>) -> Bool {

@@ -1,7 +1,7 @@
 import Foundation
 
-/// A job that runs its tasks one after another, in the order they were added: MGCommand's
-/// `MGSequentialCommandGroup`, CompositeOperations' cascade, Gummi Commander's sequence command.
+/// A job that runs its tasks one after another, in the order they were added. See
+/// <doc:MigratingFromMGCommand> and <doc:MigratingFromCompositeOperations>.
 ///
 /// ```swift
 /// let script = SequentialGroup([
@@ -57,7 +57,8 @@ open class SequentialGroup: GroupJob, @unchecked Sendable {
   // @unchecked Sendable: adds no state to GroupJob's lock-protected state.
 
   /// Creates a group that will run `tasks` in order, then any tasks added later, on a
-  /// concurrent ``JobController/taskQueue`` the group owns.
+  /// concurrent ``JobController/taskQueue`` the group owns (or on
+  /// ``JobController/defaultTaskQueue``, if set).
   public init(_ tasks: [Operation] = []) {
     super.init(mode: .sequential, tasks: tasks, taskQueue: nil)
   }
@@ -68,9 +69,8 @@ open class SequentialGroup: GroupJob, @unchecked Sendable {
     super.init(mode: .sequential, tasks: tasks, taskQueue: taskQueue)
   }
 
-  /// Whether the first failed task ends the group, which then finishes with that task's error
-  /// (Gummi Commander's `stopWhenNoSuccess`). Default `false`: the group runs every task and
-  /// finishes with ``JobFailures``. Set it before the group runs; safe from any thread.
+  /// Whether the first failed task ends the group, which then finishes with that task's error.
+  /// Default `false`: the group runs every task and finishes with ``JobFailures``. Set it before the group runs; safe from any thread.
   public var stopsOnFailure: Bool {
     get { groupState.withLock { $0.stopsOnFailure } }
     set { groupState.withLock { $0.stopsOnFailure = newValue } }

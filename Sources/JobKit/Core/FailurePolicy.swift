@@ -9,7 +9,7 @@ import Foundation
 /// cancelled itself (after `cancel()`, ``JobController/fail(_:)`` or a `.failFast` failure). A
 /// task that will be retried has not failed yet.
 public enum FailurePolicy: Sendable {
-  /// Route failed tasks like any other (DHJobController's behaviour); the default.
+  /// Route failed tasks like any other; the default.
   case ignore
   /// Run the job to its end, then finish it with a ``JobFailures`` error listing every failure.
   /// ``JobController/allTasksFinished()`` is still called first.

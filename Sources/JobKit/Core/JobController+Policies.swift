@@ -79,24 +79,6 @@ extension JobController {
     _ make: @escaping @Sendable (_ attempt: Int) -> T,
     completion: @escaping @Sendable (T) -> Void
   ) {
-    trackAttempt(1, policy: policy, make: make, completion: completion, replacing: nil)
-  }
-
-  private func trackAttempt<T: Operation>(
-    _ number: Int,
-    policy: RetryPolicy,
-    make: @escaping @Sendable (Int) -> T,
-    completion: @escaping @Sendable (T) -> Void,
-    replacing previous: TrackedTask?
-  ) {
-    let task = make(number)
-    let attempt = RetryAttempt(number: number, policy: policy) { [unowned self] failed in
-      trackAttempt(number + 1, policy: policy, make: make, completion: completion, replacing: failed)
-    }
-    track(task, queue: taskQueue, replacing: previous) { group in
-      let node = TrackedTaskWithCompletion(job: self, task: task, group: group, completion: completion)
-      node.extras = TaskExtras(retry: attempt)
-      return node
-    }
+    trackAttempt(1, options: TaskOptions(retry: policy), make: make, completion: completion, replacing: nil)
   }
 }

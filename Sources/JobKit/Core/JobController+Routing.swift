@@ -23,10 +23,15 @@ extension JobController {
     perform(withJobState { $0.stop(reason) })
   }
 
-  /// Carries out a stop: cancels timers and tasks, releases tasks that waited for a slot, routes.
+  /// Carries out a stop: cancels timers, arms the grace period, cancels tasks, releases tasks that
+  /// waited for a slot, routes.
   func perform(_ actions: JobState.StopActions) {
     for timer in actions.timers {
       timer.cancel()
+    }
+    // Before anything here can let the job finish, which cancels the grace period's timer.
+    if actions.armsGrace {
+      armCancellationGrace()
     }
     for task in actions.cancel {
       task.cancel()
@@ -73,6 +78,7 @@ extension JobController {
   /// Publishes the final progress counts, then finishes the job. (The event streams end once
   /// their last events, `finished` included, were delivered.)
   func perform(_ finish: JobFinish) {
+    finish.graceTimer?.cancel()
     if let progress = finish.publish {
       publishProgress(to: progress)
     }

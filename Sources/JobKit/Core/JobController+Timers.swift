@@ -6,12 +6,11 @@ extension JobController {
   /// the policy's delay on the job's clock (no thread waits) and returns `true`. The failed
   /// attempt gives its group slot back meanwhile.
   func scheduleRetry(of node: TrackedTask, _ retry: RetryAttempt) -> Bool {
-    guard retry.number < retry.policy.maxAttempts,
-      let error = (node.operation as? ConcurrentOperation)?.error,
-      !(error is CancellationError), !node.operation.isCancelled,
+    guard retry.number < retry.policy.maxAttempts, let error = retryableError(of: node),
       retry.policy.retryIf(error)
     else { return false }
-    guard let admitted = jobState.withLock({ $0.beginRetry(of: node) }) else { return false }
+    guard let (admitted, timeout) = jobState.withLock({ $0.beginRetry(of: node) }) else { return false }
+    timeout?.cancel()
     queueAdmitted(admitted)
     var generator = SystemRandomNumberGenerator()
     let delay = retry.policy.delay(beforeAttempt: retry.number + 1, using: &generator)
@@ -24,6 +23,18 @@ extension JobController {
       timer.cancel()
     }
     return true
+  }
+
+  /// Why `node`'s finished attempt failed, if it may be retried: its timeout expired, or it is a
+  /// ``ConcurrentOperation`` that finished with an error other than a cancel.
+  private func retryableError(of node: TrackedTask) -> (any Error)? {
+    if jobState.withLock({ $0.timedOut(node) }) {
+      return JobKitError(.timedOut, message: "\(type(of: node.operation)) timed out")
+    }
+    guard let error = (node.operation as? ConcurrentOperation)?.error, !(error is CancellationError),
+      !node.operation.isCancelled
+    else { return nil }
+    return error
   }
 
   /// Arms a timeout for `node` on the job's clock: if its task still runs after `timeout`, it is

@@ -53,11 +53,16 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
     return queue
   }()
 
-  /// Creates a job whose tasks run on a concurrent queue the job owns.
+  /// Creates a job whose tasks run on ``defaultTaskQueue`` if one is set, else on a concurrent
+  /// queue the job owns.
   public override init() {
-    let queue = OperationQueue()
-    queue.name = "JobKit.JobController.taskQueue"
-    self.taskQueue = queue
+    if let queue = JobController.defaultTaskQueue {
+      self.taskQueue = queue
+    } else {
+      let queue = OperationQueue()
+      queue.name = "JobKit.JobController.taskQueue"
+      self.taskQueue = queue
+    }
     super.init()
   }
 

@@ -48,6 +48,11 @@ public struct JobKitError: Error, Hashable, Sendable, CustomStringConvertible {
     /// Not a misuse: the error recorded for a task that was still running when its timeout
     /// expired (see `JobController.trackAndQueue(_:timeout:completion:)`). The task was cancelled.
     public static let timedOut = Code(name: "timedOut")
+    /// Not a misuse of JobKit's API but of a task's contract: a job was cancelled or failed, and
+    /// after its `cancellationGracePeriod` some task it cancelled had still not finished (see
+    /// `JobController.cancellationGracePeriod`). The message names those tasks; the job keeps
+    /// waiting for them.
+    public static let unfinishedAfterCancel = Code(name: "unfinishedAfterCancel")
     /// The code's name, for example `taskAlreadyTracked`.
     public var description: String { name }
   }

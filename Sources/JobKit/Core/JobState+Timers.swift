@@ -43,12 +43,13 @@ extension JobState {
 
   /// An attempt of a retried task failed and may be retried. Returns `nil` if the job is
   /// stopping (the attempt is then routed as the last one); otherwise the attempt gives back its
-  /// group slot, and the result lists the waiting tasks that slot admits (the caller queues
-  /// them). The next attempt waits for a slot like any new task.
-  mutating func beginRetry(of node: TrackedTask) -> [TrackedTask]? {
+  /// group slot and its timeout: the result lists the waiting tasks that slot admits (the caller
+  /// queues them) and the attempt's timeout timer, if any (the caller cancels it). The next
+  /// attempt waits for a slot like any new task.
+  mutating func beginRetry(of node: TrackedTask) -> (admitted: [TrackedTask], timeout: (any JobTimer)?)? {
     guard !phase.isStopping, !node.isSignalled, let extras = node.extras else { return nil }
     extras.retryPending = true
-    return releaseSlot(of: node)
+    return (releaseSlot(of: node), extras.disarmTimeout().first)
   }
 
   /// The retry delay's timer was scheduled. Returns `false` if it is no longer needed (a stop
@@ -84,5 +85,24 @@ extension TaskExtras {
     retryPending = false
     defer { retryTimer = nil }
     return retryTimer.map { [$0] } ?? []
+  }
+}
+
+/// The grace period after a stop, at whose end tasks still unfinished are reported.
+extension JobState {
+  /// The grace period's timer was scheduled. Returns `false` if the job finished meanwhile: the
+  /// caller cancels it.
+  mutating func graceScheduled(_ timer: any JobTimer) -> Bool {
+    guard !phase.isFinished else { return false }
+    graceTimer = timer
+    return true
+  }
+
+  /// The grace period ended: the tracked tasks whose finish has not been seen yet (none if the
+  /// job finished). The caller asks each whether it finished, with no lock held.
+  mutating func graceEnded() -> [Operation] {
+    graceTimer = nil
+    guard !phase.isFinished else { return [] }
+    return registry.nodes.lazy.filter { !$0.isSignalled }.compactMap(\.task)
   }
 }

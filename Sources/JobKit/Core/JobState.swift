@@ -22,6 +22,9 @@ struct JobState {
   var progress = ProgressState()
   /// Where retry delays and timeouts wait.
   var clock: any JobClock = DispatchJobClock()
+  /// How long after a stop unfinished tasks are reported (`nil`: never), and the timer doing it.
+  var cancellationGracePeriod: Duration? = .seconds(10)
+  var graceTimer: (any JobTimer)?
   /// A finish left to the thread that publishes progress (see `finish`).
   private var pendingFinish: JobFinish?
   /// Holds taken with `holdOpen()`: while one is out, the job does not finish, even with nothing
@@ -283,11 +286,13 @@ struct JobState {
     listeners.yield(.finished(error: error))
     listeners.close()
     let (mayFinish, publish) = progress.finish()
+    let graceTimer = graceTimer
+    self.graceTimer = nil
     guard mayFinish else {
-      pendingFinish = JobFinish(error: error, publish: nil)
+      pendingFinish = JobFinish(error: error, publish: nil, graceTimer: graceTimer)
       return .release
     }
-    return .finish(JobFinish(error: error, publish: publish))
+    return .finish(JobFinish(error: error, publish: publish, graceTimer: graceTimer))
   }
 
   /// For the thread that published progress while the job finished: the finish it must perform.
@@ -326,12 +331,15 @@ struct JobState {
     var timers: [any JobTimer] = []
     /// A pending retry was turned into a finished task: the caller must take the router.
     var route = false
+    /// The stop was recorded now, with tasks still tracked: the caller arms the grace period.
+    var armsGrace = false
   }
 
   /// Stops the job (first reason wins). Returns what the caller must cancel or release.
   mutating func stop(_ reason: Stop) -> StopActions {
     var actions = StopActions()
     guard phase.recordStop(reason) else { return actions }
+    actions.armsGrace = cancellationGracePeriod != nil && !registry.isEmpty
     var retriesEnded: [TrackedTask] = []
     for node in registry.nodes where !node.isSignalled {
       if let extras = node.extras {
@@ -377,8 +385,10 @@ struct JobState {
   }
 }
 
-/// How a job finishes: its error, and the progress to publish the final counts to first.
+/// How a job finishes: its error, the progress to publish the final counts to first, and the
+/// stop's grace-period timer to cancel.
 struct JobFinish {
   let error: (any Error)?
   let publish: Progress?
+  var graceTimer: (any JobTimer)? = nil
 }

@@ -203,19 +203,6 @@ struct CommandDispatchTests {
     #expect(event.object.string == "")
   }
 
-  @Test("guards are asked at dispatch time: they do not see the effects of earlier commands")
-  func guardsAskedAtDispatchTime() async throws {
-    let map = CommandMap()
-    map.map(FlagAndStringEvent.self, priority: 1) { SetFlagCommand($0.object) }
-    map.map(FlagAndStringEvent.self, guards: [{ !$0.object.flag }]) {
-      AppendCommand("guard saw no flag", to: $0.object)
-    }
-    let event = FlagAndStringEvent()
-    try await map.dispatch(event).run()
-    #expect(event.object.flag)
-    #expect(event.object.string == "guard saw no flag")
-  }
-
   // MARK: 4. Once
 
   @Test("a once mapping refused by a guard stays mapped, and is removed after it ran")

@@ -351,11 +351,11 @@ struct PipelineTests {
       return 1
     }
     .onError { error in handled.mutate { $0.append(error as? JobKitError) } }
-    let second = first.then { $0 + 1 }  // `first` is now a spent builder
+    let second = first.then { "\($0 + 1)" }  // a new type: `first` is now a spent builder
     let builtOnSpent = first.then { $0 + 10 }
     await #expect(throws: JobKitError(.spentBuilder)) { try await builtOnSpent.run() }
     await #expect(throws: JobKitError(.spentBuilder)) { try await first.run() }
-    #expect(try await second.run() == 2)
+    #expect(try await second.run() == "2")
     #expect(log.all == ["step 1"])
     // The error handler travels with the steps and stays on the spent builder: each failing
     // pipeline called it once.

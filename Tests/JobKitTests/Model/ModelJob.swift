@@ -253,7 +253,9 @@ final class ModelJob: JobController, @unchecked Sendable {
     if let nested = task as? ModelJob, !nested.unfinishedTasks.isEmpty {
       violation("nested job \(nested.plan.id) finished while \(nested.unfinishedTasks) still ran")
     }
-    let running = inner.compactMap(\.unfinishedLabel)
+    // A sequential dispatch creates each later command when its turn comes: read them now.
+    let created = (task as? CommandDispatch)?.commands.map { WeakRef($0, "command \(type(of: $0))") } ?? []
+    let running = (inner + created).compactMap(\.unfinishedLabel)
     if !running.isEmpty { violation("s\(spec.id) finished while its inner tasks \(running) still ran") }
   }
 

@@ -108,7 +108,7 @@ struct JobStateTests {
     let running = track(Alpha(), in: &state)
     let retrying = track(Beta(), in: &state)
     retrying.extras = TaskExtras()
-    let check6 = state.beginRetry(of: retrying)?.isEmpty == true
+    let check6 = state.beginRetry(of: retrying)?.admitted.isEmpty == true
     #expect(check6)
     let actions = state.stop(.cancelled)
     #expect(actions.cancel.map(ObjectIdentifier.init) == [ObjectIdentifier(running.operation)])
@@ -133,7 +133,8 @@ struct JobStateTests {
     let check103 = !state.admitOrWait(nodes[2])
     #expect(check103)
     // nodes[0]'s attempt fails and waits for a retry: its slot goes to nodes[1].
-    let check9 = state.beginRetry(of: nodes[0]).map { $0.map(ObjectIdentifier.init) } == [ObjectIdentifier(nodes[1])]
+    let check9 =
+      state.beginRetry(of: nodes[0]).map { $0.admitted.map(ObjectIdentifier.init) } == [ObjectIdentifier(nodes[1])]
     #expect(check9)
     let check10 = state.taskFinished(nodes[1]).admitted.map(ObjectIdentifier.init) == [ObjectIdentifier(nodes[2])]
     #expect(check10)
