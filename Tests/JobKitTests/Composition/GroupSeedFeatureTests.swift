@@ -47,11 +47,11 @@ struct GroupSeedFeatureTests {
   }
 
   @Test func aCancelledGroupWaitingForACommandThatIgnoresItsCancelNamesIt() async throws {
-    _ = QuietMisuse.install
     let clock = ManualClock()
     let command = MGStyleCommand()
     command.name = "DelayCommand"
     let group = ConcurrentGroup([command, BlockTask {}])
+    QuietMisuse.silence(group)
     group.clock = clock
     group.cancellationGracePeriod = .seconds(2)
     group.startJob()

@@ -8,12 +8,11 @@ import Testing
 /// named, after `cancellationGracePeriod` on the job's clock.
 @Suite("Tasks still unfinished after a cancel are reported")
 struct CancellationGraceTests {
-  init() { _ = QuietMisuse.install }
-
   @Test func aTaskIgnoringItsCancelIsNamedAfterTheGracePeriodAndStillWaitedFor() async throws {
     let clock = ManualClock()
     let stubborn = ManualTask("upload", finishesOnCancel: false)
     let job = ScriptedJob { job in job.trackAndQueue(stubborn) }
+    QuietMisuse.silence(job)
     job.clock = clock
     job.cancellationGracePeriod = .seconds(5)
     job.startJob()
@@ -35,6 +34,7 @@ struct CancellationGraceTests {
     let clock = ManualClock()
     let polite = ManualTask("polite", finishesOnCancel: true)
     let job = ScriptedJob { job in job.trackAndQueue(polite) }
+    QuietMisuse.silence(job)
     job.clock = clock
     job.startJob()
     #expect(await polite.startedLatch.waitOpen())
@@ -49,6 +49,7 @@ struct CancellationGraceTests {
     let clock = ManualClock()
     let stubborn = ManualTask(finishesOnCancel: false)
     let job = ScriptedJob { job in job.trackAndQueue(stubborn) }
+    QuietMisuse.silence(job)
     job.clock = clock
     job.cancellationGracePeriod = nil
     job.startJob()
@@ -64,12 +65,12 @@ struct CancellationGraceTests {
     let clock = ManualClock()
     let stubborn = ManualTask("stubborn", finishesOnCancel: false)
     let reported = Locked<[String]>([])
-    let previous = JobKitDiagnostics.misuseHandler
     let job = ScriptedJob { job in job.trackAndQueue(stubborn) }
-    JobKitDiagnostics.misuseHandler = { error, operation in
-      if operation === job, error.code == .unfinishedAfterCancel { reported.mutate { $0.append(error.message) } }
-    }
-    defer { JobKitDiagnostics.misuseHandler = previous }
+    // This job's reports only; every other test's still reach the process-wide handler.
+    JobKitDiagnostics.setMisuseHandler(
+      { error, _ in
+        if error.code == .unfinishedAfterCancel { reported.mutate { $0.append(error.message) } }
+      }, for: job)
     job.clock = clock
     job.startJob()
     #expect(await stubborn.startedLatch.waitOpen())

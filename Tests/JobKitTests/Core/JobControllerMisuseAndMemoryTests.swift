@@ -66,13 +66,28 @@ struct JobControllerMisuseAndMemoryTests {
     task.finish()
     let seen = Locked<[JobKitError]>([])
     let previous = JobKitDiagnostics.misuseHandler
+    // Other tests' reports pass through to the handler that was in place.
     JobKitDiagnostics.misuseHandler = { error, operation in
-      if operation === task { seen.mutate { $0.append(error) } }
+      if operation === task { seen.mutate { $0.append(error) } } else { previous(error, operation) }
     }
     defer { JobKitDiagnostics.misuseHandler = previous }
     task.finish()
     #expect(seen.value == [JobKitError(.finishedTwice)])
     #expect(seen.value.first?.message.contains("already finished") == true)
+  }
+
+  @Test func anOperationsOwnHandlerTakesItsReportsOnlyAndGoesWithIt() {
+    let seen = Locked<[String]>([])
+    var task: ManualTask? = ManualTask("own")
+    JobKitDiagnostics.setMisuseHandler({ error, _ in seen.mutate { $0.append("own \(error.code)") } }, for: task!)
+    task!.finish()  // before start: reported to the task's own handler
+    #expect(seen.value == ["own finishedBeforeStart"])
+    let other = ManualTask("other")
+    QuietMisuse.silence(other)
+    other.finish()
+    #expect(seen.value.count == 1 && other.misuses.count == 1)
+    task = nil  // the handler is held weakly by its operation: nothing to remove by hand
+    JobKitDiagnostics.setMisuseHandler(nil, for: other)
   }
 
   @Test func aFinishedJobItsTasksAndItsQueueAreFreed() async throws {
