@@ -287,7 +287,7 @@ struct CommandDispatchTests {
       let runs = Locked(0)
       map.map(FlagAndStringEvent.self, once: true) { _ in runs.mutate { $0 += 1 } }
       let jobs = Locked<[CommandDispatch]>([])
-      DispatchQueue.concurrentPerform(iterations: 2) { _ in
+      await concurrently(2) { _ in
         let job = map.dispatch(FlagAndStringEvent())
         jobs.mutate { $0.append(job) }
       }

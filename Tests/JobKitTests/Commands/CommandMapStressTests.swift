@@ -33,7 +33,7 @@ struct CommandMapStressTests {
     let made = Locked<[Made]>([])
     let jobs = Locked<[CommandDispatch]>([])
 
-    DispatchQueue.concurrentPerform(iterations: threads) { thread in
+    await concurrently(threads) { thread in
       var random = SeededGenerator(seed: seed &* 1000 &+ UInt64(thread))
       var live: [Made] = []
       var threadJobs: [CommandDispatch] = []

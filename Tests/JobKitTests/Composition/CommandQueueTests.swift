@@ -175,7 +175,7 @@ struct CommandQueueTests {
     queue.onDrained = { _ in
       if runs.value.allSatisfy({ $0 == 1 }) { allDone.open() }
     }
-    DispatchQueue.concurrentPerform(iterations: threads) { thread in
+    await concurrently(threads) { thread in
       for index in 0..<perThread {
         let id = thread * perThread + index
         let command =

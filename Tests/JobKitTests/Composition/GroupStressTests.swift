@@ -26,7 +26,7 @@ struct GroupStressTests {
     let overlaps = Locked(0)
     group.startJob()
     #expect(await first.startedLatch.opened())
-    DispatchQueue.concurrentPerform(iterations: 4) { thread in
+    await concurrently(4) { thread in
       for index in 0..<250 {
         group.add(
           BlockTask {
@@ -97,7 +97,7 @@ struct GroupStressTests {
       group.startJob()
       let order = tasks.shuffled(using: &generator)
       let cancelAt = Int.random(in: 0..<400, using: &generator)
-      DispatchQueue.concurrentPerform(iterations: 3) { worker in
+      await concurrently(3) { worker in
         switch worker {
         case 0:
           for task in tasks[200...] { group.add(task) }

@@ -26,9 +26,9 @@ struct JobContextTests {
   }
 
   /// `update` loses no concurrent write: 8 threads x 1,000 increments.
-  @Test func updateLosesNoConcurrentWrite() {
+  @Test func updateLosesNoConcurrentWrite() async {
     let context = JobContext()
-    DispatchQueue.concurrentPerform(iterations: 8) { _ in
+    await concurrently(8) { _ in
       for _ in 0..<1_000 {
         context.update(.counter, default: 0) { $0 += 1 }
       }

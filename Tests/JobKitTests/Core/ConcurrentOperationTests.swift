@@ -189,7 +189,7 @@ struct ConcurrentOperationTests {
   /// Invariant: however `operationDone` and `cancel` race, each operation finishes exactly once
   /// (its observer hears of it once) and at most one of the two calls is reported as a second
   /// finish.
-  @Test func racingDoneAndCancelFinishExactlyOnce() {
+  @Test func racingDoneAndCancelFinishExactlyOnce() async {
     final class CountingObserver: OperationFinishObserver, @unchecked Sendable {
       let calls = Locked(0)
       func operationDidFinish(_ operation: ConcurrentOperation) { calls.mutate { $0 += 1 } }
@@ -202,7 +202,7 @@ struct ConcurrentOperationTests {
       task.start()
       #expect(task.addFinishObserver(observer))
     }
-    DispatchQueue.concurrentPerform(iterations: count * 2) { index in
+    await concurrently(count * 2) { index in
       let task = tasks[index / 2]
       if index % 2 == 0 { task.finish(error: TestError(index)) } else { task.cancel() }
     }

@@ -63,7 +63,7 @@ struct JobControllerStressTests {
     var generator = SeededGenerator(seed: seed)
     let order = tasks.shuffled(using: &generator)
     let threads = 4
-    DispatchQueue.concurrentPerform(iterations: threads) { thread in
+    await concurrently(threads) { thread in
       for index in stride(from: thread, to: order.count, by: threads) {
         order[index].finish()
       }
@@ -98,7 +98,7 @@ struct JobControllerStressTests {
     var generator = SeededGenerator(seed: seed)
     let order = tasks.shuffled(using: &generator)
     let cancelAt = Int.random(in: 0..<count, using: &generator)
-    DispatchQueue.concurrentPerform(iterations: 3) { thread in
+    await concurrently(3) { thread in
       if thread == 2 {
         job.cancel()
         return

@@ -98,3 +98,16 @@ func eventually(within timeout: Duration = .seconds(10), _ condition: @Sendable 
   }
   return true
 }
+
+/// `DispatchQueue.concurrentPerform`, run from a thread of its own: a stress test's burst then
+/// never holds one of Swift concurrency's few pool threads (two on a 2-core machine), which the
+/// async work of concurrently running tests needs.
+func concurrently(_ iterations: Int, _ body: @escaping @Sendable (Int) -> Void) async {
+  await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+    let thread = Thread {
+      DispatchQueue.concurrentPerform(iterations: iterations, execute: body)
+      continuation.resume()
+    }
+    thread.start()
+  }
+}
