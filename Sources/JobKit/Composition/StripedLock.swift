@@ -12,7 +12,7 @@ enum StripedLock {
   /// Runs `body` holding the lock of `object`. `body` must only touch state, never call user code.
   @inline(__always)
   static func withLock<Result>(for object: AnyObject, _ body: () throws -> Result) rethrows -> Result {
-    let address = UInt(bitPattern: ObjectIdentifier(object).hashValue)
+    let address = UInt(bitPattern: ObjectIdentifier(object))
     let lock = locks[Int((address >> 4) % UInt(stripeCount))]
     lock.lock()
     defer { lock.unlock() }
