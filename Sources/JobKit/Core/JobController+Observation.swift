@@ -95,7 +95,8 @@ extension JobController: ProgressReporting {
 
   /// The text of ``JobController/debugDescription``.
   func debugText() -> String {
-    let summary = jobState.withLock { $0.debugSummary() }
+    let queued = state.withLock { $0.queueClaimed }
+    let summary = jobState.withLock { $0.debugSummary(queued: queued) }
     var lines = ["<\(type(of: self)) \(summary.phase), \(summary.unfinished) unfinished task(s)"]
     for group in summary.groups {
       var line = "  \(group.name): \(group.unfinished) unfinished"

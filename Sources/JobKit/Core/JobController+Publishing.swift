@@ -47,10 +47,8 @@ extension JobController {
         progress.completedUnitCount = completed
       case .done:
         return
-      case .finishJob:
-        if let finish = jobState.withLock({ $0.takePendingFinish() }) {
-          perform(finish)
-        }
+      case .finishJob(let finish):
+        perform(finish)
         return
       }
     }

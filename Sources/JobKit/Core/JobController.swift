@@ -85,7 +85,7 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
 
   /// Submits the job to `queue`. See ``startJob()``.
   public func startJob(on queue: OperationQueue) {
-    if jobState.withLock({ $0.submit() }), claimQueue() {
+    if claimQueue() {
       queue.addOperation(self)
     } else {
       reportMisuse(.startedTwice, "startJob was called on a job that was already submitted; ignored")
@@ -126,8 +126,7 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// ``JobKitError/Code/startedTwice`` (``run()`` and `runAndWait()` start a job only if nobody
   /// did).
   func submitUnlessSubmitted(to queue: OperationQueue) {
-    let needsSubmission = jobState.withLock { $0.submit() } && claimQueue()
-    if needsSubmission {
+    if claimQueue() {
       queue.addOperation(self)
     }
   }

@@ -12,8 +12,8 @@ enum JobStop {
 /// callbacks. The router is held from creation until `main()` returned; while `main()` runs, its
 /// own `track` calls may route per-task callbacks on its thread (`routing: true`).
 enum JobPhase {
-  /// Not started. `submitted` once `startJob`/`run` handed the job to a queue.
-  case idle(submitted: Bool, stop: JobStop?)
+  /// Not started. (Whether a queue holds it is the operation's queue claim, not the phase's.)
+  case idle(stop: JobStop?)
   /// `main()` runs on `thread`; `routing` while one of its `track` calls routes.
   case runningMain(thread: UInt, routing: Bool, stop: JobStop?)
   /// `main()` returned. `routerHeld` while a thread routes; otherwise the next thread that
@@ -21,12 +21,12 @@ enum JobPhase {
   case routing(routerHeld: Bool, stop: JobStop?)
   case finished
 
-  static let initial = JobPhase.idle(submitted: false, stop: nil)
+  static let initial = JobPhase.idle(stop: nil)
 
   /// Why the job stops early, if it does. Once set, no routing callback runs any more.
   var stop: JobStop? {
     switch self {
-    case .idle(_, let stop), .runningMain(_, _, let stop), .routing(_, let stop): return stop
+    case .idle(let stop), .runningMain(_, _, let stop), .routing(_, let stop): return stop
     case .finished: return nil
     }
   }
@@ -43,18 +43,10 @@ enum JobPhase {
     return false
   }
 
-  /// `startJob`/`run` wants to submit the job. Returns `true` if the caller must add it to a
-  /// queue (the first time only).
-  mutating func submit() -> Bool {
-    guard case .idle(submitted: false, let stop) = self else { return false }
-    self = .idle(submitted: true, stop: stop)
-    return true
-  }
-
   /// The job started on `thread`. Returns `true` if `main()` must be called (`false` if the job
   /// was stopped first, or started twice).
   mutating func beginMain(on thread: UInt) -> Bool {
-    guard case .idle(_, let stop) = self else { return false }
+    guard case .idle(let stop) = self else { return false }
     self = .runningMain(thread: thread, routing: false, stop: stop)
     return stop == nil
   }
@@ -69,8 +61,8 @@ enum JobPhase {
   /// finished: the first reason wins.
   mutating func recordStop(_ reason: JobStop) -> Bool {
     switch self {
-    case .idle(let submitted, nil):
-      self = .idle(submitted: submitted, stop: reason)
+    case .idle(nil):
+      self = .idle(stop: reason)
     case .runningMain(let thread, let routing, nil):
       self = .runningMain(thread: thread, routing: routing, stop: reason)
     case .routing(let routerHeld, nil):
@@ -118,11 +110,11 @@ enum JobPhase {
     self = .finished
   }
 
-  /// For `debugDescription`.
-  var summary: String {
+  /// For `debugDescription`; `queued` tells a job some queue holds from one nobody queued yet.
+  func summary(queued: Bool) -> String {
     let name: String
     switch self {
-    case .idle(let submitted, _): name = submitted ? "submitted" : "created"
+    case .idle: name = queued ? "submitted" : "created"
     case .runningMain: name = "runningMain"
     case .routing: name = "routing"
     case .finished: name = "finished"

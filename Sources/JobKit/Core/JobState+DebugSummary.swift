@@ -16,7 +16,8 @@ extension JobState {
     let routed: Int64
   }
 
-  func debugSummary() -> DebugSummary {
+  /// `queued`: whether a queue holds the job (its operation's queue claim).
+  func debugSummary(queued: Bool) -> DebugSummary {
     let groupSummaries = registry.groups.values
       .filter { $0.unfinished > 0 || $0.limit != nil }
       .map {
@@ -25,7 +26,7 @@ extension JobState {
       }
       .sorted { $0.name < $1.name }
     return DebugSummary(
-      phase: phase.summary, unfinished: registry.count, groups: groupSummaries, failures: failures,
+      phase: phase.summary(queued: queued), unfinished: registry.count, groups: groupSummaries, failures: failures,
       tracked: progress.total, routed: progress.completed)
   }
 }

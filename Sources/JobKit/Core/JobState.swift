@@ -25,18 +25,11 @@ struct JobState {
   /// How long after a stop unfinished tasks are reported (`nil`: never), and the timer doing it.
   var cancellationGracePeriod: Duration? = .seconds(10)
   var graceTimer: (any JobTimer)?
-  /// A finish left to the thread that publishes progress (see `finish`).
-  private var pendingFinish: JobFinish?
   /// Holds taken with `holdOpen()`: while one is out, the job does not finish, even with nothing
   /// tracked; `allTasksFinished()` runs again once the last is released.
   private(set) var holds = 0
 
   // MARK: Submission and start
-
-  /// `startJob`/`run` wants to submit the job. Returns `true` if the caller must add it to a queue.
-  mutating func submit() -> Bool {
-    phase.submit()
-  }
 
   /// The job started on `thread`. Returns `true` if `main()` must be called (`false` if the job
   /// was stopped first).
@@ -279,26 +272,18 @@ struct JobState {
 
   /// The job is done: drop the group handlers too, so a handler that captured the job strongly
   /// does not keep it alive. If another thread is publishing progress, it finishes the job once
-  /// it wrote the final counts (``takePendingFinish()``); the router then just stops.
+  /// it wrote the final counts (``ProgressState/finish(_:)``); the router then just stops.
   private mutating func finish(_ error: (any Error)?) -> Step {
     phase.finish()
     registry.dropGroups()
     listeners.yield(.finished(error: error))
     listeners.close()
-    let (mayFinish, publish) = progress.finish()
     let graceTimer = graceTimer
     self.graceTimer = nil
-    guard mayFinish else {
-      pendingFinish = JobFinish(error: error, publish: nil, graceTimer: graceTimer)
+    guard let now = progress.finish(JobFinish(error: error, publish: nil, graceTimer: graceTimer)) else {
       return .release
     }
-    return .finish(JobFinish(error: error, publish: publish, graceTimer: graceTimer))
-  }
-
-  /// For the thread that published progress while the job finished: the finish it must perform.
-  mutating func takePendingFinish() -> JobFinish? {
-    defer { pendingFinish = nil }
-    return pendingFinish
+    return .finish(now)
   }
 
   // MARK: Holds
@@ -389,6 +374,6 @@ struct JobState {
 /// stop's grace-period timer to cancel.
 struct JobFinish {
   let error: (any Error)?
-  let publish: Progress?
+  var publish: Progress?
   var graceTimer: (any JobTimer)? = nil
 }

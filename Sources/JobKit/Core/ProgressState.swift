@@ -32,8 +32,8 @@ struct ProgressState {
     case busy(dirty: Bool)
   }
   private var publisher = Publisher.idle
-  /// A finish that waits for the publishing thread to write the final counts.
-  private(set) var pendingFinish: Bool = false
+  /// A job's finish that waits for the publishing thread to write the final counts.
+  private(set) var pendingFinish: JobFinish?
 
   /// A task was tracked. Returns the progress the caller must publish to, if it must.
   mutating func tracked(_ task: Operation) -> Progress? {
@@ -73,34 +73,36 @@ struct ProgressState {
     return (created, changed() != nil)
   }
 
-  /// The job is about to finish: every unit is complete (an empty job shows 1 of 1). Returns
-  /// `true` if the caller may finish now (after publishing to `progress`, if any, when
-  /// `publish`); `false` if another thread publishes: it finishes the job once it wrote the
+  /// The job is about to finish (`finish`): every unit is complete (an empty job shows 1 of 1).
+  /// Returns the finish to perform now, with the progress to publish the final counts to first
+  /// (if any); or `nil` if another thread publishes: it performs `finish` once it wrote the
   /// final counts (see ``nextPublication()``).
-  mutating func finish() -> (mayFinish: Bool, publish: Progress?) {
+  mutating func finish(_ finish: JobFinish) -> JobFinish? {
     isFinished = true
     total = max(1, total)
     completed = total
     reporters = [:]
-    guard let progress else { return (true, nil) }
+    guard let progress else { return finish }
     switch publisher {
     case .idle:
       publisher = .busy(dirty: true)
-      return (true, progress)
+      var now = finish
+      now.publish = progress
+      return now
     case .busy:
       publisher = .busy(dirty: true)
-      pendingFinish = true
-      return (false, nil)
+      pendingFinish = finish
+      return nil
     }
   }
 
-  enum Publication: Equatable {
+  enum Publication {
     /// Write these counts, then ask again.
     case write(total: Int64, completed: Int64)
     /// Nothing changed since the last write: publishing is over.
     case done
-    /// Publishing is over, and the job's finish waited for it: finish the job now.
-    case finishJob
+    /// Publishing is over, and the job's finish waited for it: perform it now.
+    case finishJob(JobFinish)
   }
 
   /// For the publishing thread: what to do next.
@@ -111,9 +113,9 @@ struct ProgressState {
       return .write(total: total, completed: completed)
     }
     publisher = .idle
-    if pendingFinish {
-      pendingFinish = false
-      return .finishJob
+    if let finish = pendingFinish {
+      pendingFinish = nil
+      return .finishJob(finish)
     }
     return .done
   }

@@ -5,14 +5,18 @@ import Testing
 /// `JobPhase` fed events one by one, no threads: each transition's result and the phase after it.
 @Suite("JobPhase")
 struct JobPhaseTests {
-  @Test func aJobIsSubmittedOnce() {
-    var phase = JobPhase.initial
-    let check1 = phase.submit()
-    #expect(check1)
-    let check101 = !phase.submit()
-    #expect(check101)
-    let check2 = phase.summary == "submitted"
-    #expect(check2)
+  @Test func anOperationIsQueuedOnceAndNeverAfterItStarted() {
+    // Submission is the operation's queue claim (shared by startJob, run() and trackAndQueue).
+    var state = OperationState()
+    let first = state.claimQueue()
+    let second = state.claimQueue()
+    #expect(first && !second)
+    var started = OperationState()
+    _ = started.start(isCancelled: false)
+    let afterStart = started.claimQueue()
+    #expect(!afterStart)
+    #expect(JobPhase.initial.summary(queued: true) == "submitted")
+    #expect(JobPhase.initial.summary(queued: false) == "created")
   }
 
   @Test func mainRunsUnlessTheJobStoppedFirstAndOnlyOnce() {
@@ -31,7 +35,7 @@ struct JobPhaseTests {
     #expect(check103)
     let check6 = stopped.isStopping
     #expect(check6)
-    let check7 = stopped.summary == "runningMain, cancelled"
+    let check7 = stopped.summary(queued: true) == "runningMain, cancelled"
     #expect(check7)
   }
 
@@ -97,7 +101,7 @@ struct JobPhaseTests {
     #expect(check14)
     let check15 = phase.takeRouterIfFree()
     #expect(check15)
-    let check16 = phase.summary == "routing, cancelled"
+    let check16 = phase.summary(queued: true) == "routing, cancelled"
     #expect(check16)
   }
 }
