@@ -130,11 +130,9 @@ extension JobController {
   }
 
   /// Queues tasks that were waiting for a slot of their group's limit and just got one.
-  func queueAdmitted(_ nodes: [TrackedTask]) {
-    for node in nodes {
-      if let task = node.task, let queue = node.extras?.pendingQueue {
-        enqueue(task, on: queue)
-      }
+  func queueAdmitted(_ admitted: [JobState.Admission]) {
+    for (task, queue) in admitted {
+      enqueue(task, on: queue)
     }
   }
 

@@ -18,19 +18,30 @@ extension JobState {
     return false
   }
 
+  /// A waiting task that got a slot: the caller adds `task` to `queue`. Read under the lock,
+  /// because a node's fields are only stable there.
+  typealias Admission = (task: Operation, queue: OperationQueue)
+
   /// Sets a group's limit. Returns the waiting tasks it admits, to be queued by the caller.
-  mutating func setLimit(_ limit: Int, for type: Operation.Type) -> [TrackedTask] {
+  mutating func setLimit(_ limit: Int, for type: Operation.Type) -> [Admission] {
     let group = registry.group(for: type)
     group.limit = limit
-    return phase.isStopping ? [] : group.admitWaiting()
+    return phase.isStopping ? [] : admissions(group.admitWaiting())
   }
 
   /// `node` no longer runs (it finished, or a failed attempt waits for its retry): it gives its
   /// slot back. Returns the waiting tasks admitted to it, to be queued by the caller.
-  mutating func releaseSlot(of node: TrackedTask) -> [TrackedTask] {
+  mutating func releaseSlot(of node: TrackedTask) -> [Admission] {
     guard let extras = node.extras, extras.holdsSlot else { return [] }
     extras.holdsSlot = false
     node.group.running -= 1
-    return phase.isStopping ? [] : node.group.admitWaiting()
+    return phase.isStopping ? [] : admissions(node.group.admitWaiting())
+  }
+
+  private func admissions(_ nodes: [TrackedTask]) -> [Admission] {
+    nodes.compactMap { node in
+      guard let task = node.task, let queue = node.extras?.pendingQueue else { return nil }
+      return (task, queue)
+    }
   }
 }

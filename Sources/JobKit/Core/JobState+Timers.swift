@@ -46,7 +46,7 @@ extension JobState {
   /// group slot and its timeout: the result lists the waiting tasks that slot admits (the caller
   /// queues them) and the attempt's timeout timer, if any (the caller cancels it). The next
   /// attempt waits for a slot like any new task.
-  mutating func beginRetry(of node: TrackedTask) -> (admitted: [TrackedTask], timeout: (any JobTimer)?)? {
+  mutating func beginRetry(of node: TrackedTask) -> (admitted: [Admission], timeout: (any JobTimer)?)? {
     guard !phase.isStopping, !node.isSignalled, let extras = node.extras else { return nil }
     extras.retryPending = true
     return (releaseSlot(of: node), extras.disarmTimeout().first)

@@ -128,7 +128,7 @@ struct JobState {
     /// The caller must take the router and route.
     var route = false
     /// A task of the same group admitted to the slot this one freed: the caller queues it.
-    var admitted: [TrackedTask] = []
+    var admitted: [Admission] = []
     /// The task's armed timeout, to cancel.
     var timeout: (any JobTimer)?
   }

@@ -134,9 +134,12 @@ struct JobStateTests {
     #expect(check103)
     // nodes[0]'s attempt fails and waits for a retry: its slot goes to nodes[1].
     let check9 =
-      state.beginRetry(of: nodes[0]).map { $0.admitted.map(ObjectIdentifier.init) } == [ObjectIdentifier(nodes[1])]
+      state.beginRetry(of: nodes[0]).map { $0.admitted.map { ObjectIdentifier($0.task) } } == [
+        ObjectIdentifier(nodes[1].operation)
+      ]
     #expect(check9)
-    let check10 = state.taskFinished(nodes[1]).admitted.map(ObjectIdentifier.init) == [ObjectIdentifier(nodes[2])]
+    let check10 =
+      state.taskFinished(nodes[1]).admitted.map { ObjectIdentifier($0.task) } == [ObjectIdentifier(nodes[2].operation)]
     #expect(check10)
     let check11 = state.registry.group(for: Alpha.self).running == 1
     #expect(check11)
