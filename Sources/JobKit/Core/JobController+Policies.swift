@@ -53,14 +53,7 @@ extension JobController {
     timeout: Duration,
     completion: @escaping @Sendable (T) -> Void
   ) {
-    let node = track(task, queue: taskQueue) { group in
-      let node = TrackedTaskWithCompletion(job: self, task: task, group: group, completion: completion)
-      node.extras = TaskExtras()
-      return node
-    }
-    if let node {
-      armTimeout(timeout, for: node)
-    }
+    trackAttempt(1, options: TaskOptions(timeout: timeout), make: { _ in task }, completion: completion, replacing: nil)
   }
 
   /// Tracks a task that is retried when it fails: `make(attempt)` builds a fresh operation for

@@ -35,14 +35,7 @@ extension JobController {
   /// like ``trackAndQueue(_:timeout:completion:)``, but the finished task is routed to
   /// ``taskFinished(_:)``.
   public func trackAndQueue(_ task: Operation, timeout: Duration) {
-    let node = track(task, queue: taskQueue) { group in
-      let node = TrackedTask(job: self, task: task, group: group)
-      node.extras = TaskExtras()
-      return node
-    }
-    if let node {
-      armTimeout(timeout, for: node)
-    }
+    trackAttempt(1, options: TaskOptions(timeout: timeout), make: { _ in task }, completion: nil, replacing: nil)
   }
 
   /// Makes attempt `number`, tracks it (in place of `previous`, the failed attempt before it)
