@@ -118,7 +118,7 @@ extension JobController {
   /// The failure a finished task stands for, if any: a timeout, or a `ConcurrentOperation` error.
   private func failure(of task: Operation, node: TrackedTask) -> TaskFailure? {
     if node.extras != nil, jobState.withLock({ $0.timedOut(node) }) {
-      return TaskFailure(task: task, error: JobKitError(.timedOut, message: "\(type(of: task)) timed out"))
+      return TaskFailure(task: task, error: JobKitError.timedOut(task))
     }
     guard let operation = task as? ConcurrentOperation, let error = operation.error else { return nil }
     return TaskFailure(task: task, error: error)

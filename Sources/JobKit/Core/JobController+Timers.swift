@@ -29,7 +29,7 @@ extension JobController {
   /// ``ConcurrentOperation`` that finished with an error other than a cancel.
   private func retryableError(of node: TrackedTask) -> (any Error)? {
     if jobState.withLock({ $0.timedOut(node) }) {
-      return JobKitError(.timedOut, message: "\(type(of: node.operation)) timed out")
+      return JobKitError.timedOut(node.operation)
     }
     guard let error = (node.operation as? ConcurrentOperation)?.error, !(error is CancellationError),
       !node.operation.isCancelled
@@ -52,5 +52,11 @@ extension JobController {
       timer.cancel()
     }
   }
+}
 
+extension JobKitError {
+  /// The error a task that ran past its timeout stands for.
+  static func timedOut(_ task: Operation) -> JobKitError {
+    JobKitError(.timedOut, message: "\(type(of: task)) timed out")
+  }
 }
