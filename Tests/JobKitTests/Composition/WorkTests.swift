@@ -135,16 +135,28 @@ struct WorkTests {
   }
 
   /// `Work<Int>`, `Work<String>` and the empty subclass `Doubling` are three groups: the
-  /// `Work<Int>` handler fires while a `Doubling` still runs (it releases it).
+  /// `Work<Int>` and `Work<String>` handlers fire while a `Doubling` still runs (the second of
+  /// them releases it).
   @Test func eachSpecialisationAndEmptySubclassIsItsOwnGroup() async throws {
     let log = EventLog()
     let release = Latch()
+    let groupsDone = Locked(0)
+    let groupDone: @Sendable () -> Void = {
+      let done = groupsDone.mutate { count in
+        count += 1
+        return count
+      }
+      if done == 2 { release.open() }
+    }
     let job = ClosureJob { job in
       job.setCompletion(forGroup: Work<Int>.self) {
         log.record("Work<Int>")
-        release.open()
+        groupDone()
       }
-      job.setCompletion(forGroup: Work<String>.self) { log.record("Work<String>") }
+      job.setCompletion(forGroup: Work<String>.self) {
+        log.record("Work<String>")
+        groupDone()
+      }
       job.setCompletion(forGroup: Doubling.self) { log.record("Doubling") }
       job.trackAndQueue(
         Doubling(callback: { complete in
