@@ -50,11 +50,48 @@ struct GroupState {
   /// then, if `inFlight`, end the in-flight start, then release the job's hold if
   /// `releasesHold`.
   struct Launch {
-    var tasks: [Operation] = []
+    var tasks = Tasks.none
     var cancelled = false
     var inFlight = false
     var context: JobContext
     var releasesHold = false
+  }
+
+  /// The tasks a transition hands out: one needs no array (a sequential group's every step).
+  enum Tasks: Sequence {
+    case none
+    case one(Operation)
+    case many([Operation])
+
+    init(_ tasks: [Operation]) {
+      self = tasks.isEmpty ? .none : .many(tasks)
+    }
+
+    var isEmpty: Bool {
+      if case .none = self { return true }
+      return false
+    }
+
+    struct Iterator: IteratorProtocol {
+      fileprivate var single: Operation?
+      fileprivate var many: IndexingIterator<[Operation]>?
+
+      mutating func next() -> Operation? {
+        if let task = single {
+          single = nil
+          return task
+        }
+        return many?.next()
+      }
+    }
+
+    func makeIterator() -> Iterator {
+      switch self {
+      case .none: Iterator()
+      case .one(let task): Iterator(single: task)
+      case .many(let tasks): Iterator(many: tasks.makeIterator())
+      }
+    }
   }
 
   let mode: Mode
@@ -67,7 +104,7 @@ struct GroupState {
   /// Sequential only: the started task that has not been routed yet.
   var current: Operation?
   /// Every added task not routed or dropped yet, so adding one twice is caught.
-  var members: Set<ObjectIdentifier> = []
+  var members: Set<OperationKey> = []
   /// Starts from outside the job's callbacks whose task is not tracked yet.
   var inFlight = 0
   var keepAlive = KeepAlive.none
@@ -80,7 +117,7 @@ struct GroupState {
     inFlight > 0 || (hold.isHeld && !pending.isEmpty)
   }
 
-  private func launch(_ tasks: [Operation] = [], cancelled: Bool = false) -> Launch {
+  private func launch(_ tasks: Tasks = .none, cancelled: Bool = false) -> Launch {
     Launch(tasks: tasks, cancelled: cancelled, context: context)
   }
 
@@ -96,18 +133,20 @@ struct GroupState {
 
   /// `add(task)` from any thread.
   mutating func add(_ task: Operation) -> AddOutcome {
-    let id = ObjectIdentifier(task)
     guard phase != .closed else { return .rejected }
-    guard !members.contains(id) else { return .duplicate }
-    guard phase != .stopping else { return .accepted(launch([task], cancelled: true)) }
-    members.insert(id)
+    guard phase != .stopping else {
+      return members.contains(OperationKey(task)) ? .duplicate : .accepted(launch(.one(task), cancelled: true))
+    }
+    guard members.insert(OperationKey(task)).inserted else { return .duplicate }
     pending.append(task)
     return .accepted(startFromOutside())
   }
 
   /// Starts what may start now, from a thread that is not running one of the job's callbacks.
   private mutating func startFromOutside() -> Launch {
-    var result = launch(takeStartable())
+    // Taken first: `launch(takeStartable())` would copy the whole state to call `launch`.
+    let startable = takeStartable()
+    var result = launch(startable)
     if !result.tasks.isEmpty {
       inFlight += 1
       result.inFlight = true
@@ -117,15 +156,15 @@ struct GroupState {
     return result
   }
 
-  private mutating func takeStartable() -> [Operation] {
-    guard phase == .running, !hold.isHeld else { return [] }
+  private mutating func takeStartable() -> Tasks {
+    guard phase == .running, !hold.isHeld else { return .none }
     switch mode {
     case .concurrent:
-      return pending.removeAll()
+      return Tasks(pending.removeAll())
     case .sequential:
-      guard current == nil, let next = pending.popFirst() else { return [] }
+      guard current == nil, let next = pending.popFirst() else { return .none }
       current = next
-      return [next]
+      return .one(next)
     }
   }
 
@@ -149,7 +188,8 @@ struct GroupState {
   mutating func start() -> Launch {
     guard phase == .waiting else { return launch() }
     phase = .running
-    return launch(takeStartable())
+    let startable = takeStartable()
+    return launch(startable)
   }
 
   enum Routing {
@@ -160,14 +200,15 @@ struct GroupState {
 
   /// A started task was routed (in the job's callback), with its error if it failed.
   mutating func taskFinished(_ task: Operation, error: (any Error)?) -> Routing {
-    members.remove(ObjectIdentifier(task))
+    members.remove(OperationKey(task))
     if task === current {
       current = nil
     }
     if let error, stopsOnFailure, mode == .sequential, phase == .running {
       return .fail(error)
     }
-    return .launch(launch(takeStartable()))
+    let startable = takeStartable()
+    return .launch(launch(startable))
   }
 
   /// Holds or releases the group (from any thread).
@@ -200,9 +241,9 @@ struct GroupState {
   private mutating func dropPending() -> Launch {
     let dropped = pending.removeAll()
     for task in dropped {
-      members.remove(ObjectIdentifier(task))
+      members.remove(OperationKey(task))
     }
-    return launch(dropped, cancelled: true)
+    return launch(Tasks(dropped), cancelled: true)
   }
 
   enum Completion {

@@ -1,9 +1,11 @@
 import Foundation
 
 /// The tasks of a group that were added but not started yet, oldest first. Taking the oldest is
-/// O(1) amortised, so a sequential group of many tasks stays linear.
+/// O(1) amortised, so a sequential group of many tasks stays linear, and lets go of the task at
+/// once (a finished task is not kept alive by the line it waited in).
 struct PendingTasks {
-  private var storage: [Operation] = []
+  /// `storage[head...]` holds the waiting tasks; the slots before `head` are empty.
+  private var storage: [Operation?] = []
   private var head = 0
 
   var isEmpty: Bool { head == storage.count }
@@ -16,6 +18,7 @@ struct PendingTasks {
   mutating func popFirst() -> Operation? {
     guard head < storage.count else { return nil }
     let task = storage[head]
+    storage[head] = nil
     head += 1
     if head == storage.count {
       storage.removeAll(keepingCapacity: true)
@@ -27,16 +30,9 @@ struct PendingTasks {
     return task
   }
 
-  /// Removes `task` wherever it is (a task that finished before its turn). O(n), and rare.
-  mutating func remove(_ task: Operation) {
-    guard let index = storage[head...].firstIndex(where: { $0 === task }) else { return }
-    storage.remove(at: index)
-  }
-
   /// Removes and returns every task, oldest first.
   mutating func removeAll() -> [Operation] {
-    // With nothing taken yet (a concurrent group's start), hand the storage over without a copy.
-    let all = head == 0 ? storage : Array(storage[head...])
+    let all = storage[head...].map { $0! }
     storage = []
     head = 0
     return all

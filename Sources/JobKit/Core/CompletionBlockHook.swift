@@ -32,30 +32,10 @@ enum CompletionBlockHook {
     }
   }
 
-  /// An operation's address as a table key, hashed by one multiplication: the table is private
-  /// and its keys are heap addresses, so SipHash's protection against chosen keys buys nothing
-  /// here and costs about 700 instructions per tracked task.
-  struct Key: Hashable {
-    let address: UInt
-
-    init(_ operation: Operation) {
-      address = UInt(bitPattern: ObjectIdentifier(operation))
-    }
-
-    func hash(into hasher: inout Hasher) {
-      hasher.combine(address)
-    }
-
-    // swift-format-ignore: AlwaysUseLowerCamelCase
-    func _rawHashValue(seed: Int) -> Int {
-      Int(bitPattern: (address &>> 4) &* 0x9E37_79B9_7F4A_7C15 ^ UInt(bitPattern: seed))
-    }
-  }
-
   private static let stripeCount = 64
-  private static let stripes = (0..<stripeCount).map { _ in LockedBox([Key: Hook]()) }
+  private static let stripes = (0..<stripeCount).map { _ in LockedBox([OperationKey: Hook]()) }
 
-  private static func stripe(for key: Key) -> LockedBox<[Key: Hook]> {
+  private static func stripe(for key: OperationKey) -> LockedBox<[OperationKey: Hook]> {
     stripes[Int((key.address &>> 4) % UInt(stripeCount))]
   }
 
@@ -73,7 +53,7 @@ enum CompletionBlockHook {
   /// claims the right to add it to a queue (only one job gets it: adding an operation to two
   /// queues is a fatal error in Foundation).
   static func observe(_ operation: Operation, by node: TrackedTask, claimingQueue: Bool) -> Observation {
-    let key = Key(operation)
+    let key = OperationKey(operation)
     let stripe = stripe(for: key)
     // Read the block with no lock held (`completionBlock` may be overridden); a joiner drops it.
     let previous = operation.completionBlock
@@ -106,7 +86,7 @@ enum CompletionBlockHook {
   /// run of the wrapper signals nobody twice.
   static func signalIfFinishedWhileWrapping(_ operation: Operation, _ hook: Hook) {
     guard operation.isFinished else { return }
-    let previous: (@Sendable () -> Void)?? = stripe(for: Key(operation)).withLock { _ in
+    let previous: (@Sendable () -> Void)?? = stripe(for: OperationKey(operation)).withLock { _ in
       hook.fired ? nil : hook.previous
     }
     // Already fired: the wrapper ran and did all of this.
@@ -116,7 +96,7 @@ enum CompletionBlockHook {
   }
 
   private static func fire(_ hook: Hook, of operation: Operation, runningPrevious: Bool) {
-    let key = Key(operation)
+    let key = OperationKey(operation)
     let (first, others, previous): (TrackedTask?, [TrackedTask], (@Sendable () -> Void)?) = stripe(for: key).withLock {
       table in
       let previous = hook.previous

@@ -1,0 +1,25 @@
+import Foundation
+
+/// An operation's identity as a key of JobKit's private tables (the completion-block hooks, a
+/// group's members), hashed by one multiplication. The tables are internal and their keys are
+/// heap addresses, so SipHash's protection against chosen keys buys nothing there and costs
+/// about 700 instructions per insertion and removal.
+///
+/// A key says nothing about whether its operation is alive; a table must drop it before the
+/// operation can be freed (its address could be reused).
+struct OperationKey: Hashable {
+  let address: UInt
+
+  init(_ operation: Operation) {
+    address = UInt(bitPattern: ObjectIdentifier(operation))
+  }
+
+  func hash(into hasher: inout Hasher) {
+    hasher.combine(address)
+  }
+
+  // swift-format-ignore: AlwaysUseLowerCamelCase
+  func _rawHashValue(seed: Int) -> Int {
+    Int(bitPattern: (address &>> 4) &* 0x9E37_79B9_7F4A_7C15 ^ UInt(bitPattern: seed))
+  }
+}
