@@ -12,8 +12,12 @@ extension JobController {
     // `observesEvents` never changes once the node is published: read it without the lock.
     let now = node.extras?.observesEvents == true ? ContinuousClock.now : nil
     let actions = jobState.withLock { $0.taskFinished(node, at: now) }
-    actions.timeout?.cancel()
-    queueAdmitted(actions.admitted)
+    if let timeout = actions.timeout {
+      timeout.cancel()
+    }
+    if !actions.admitted.isEmpty {
+      queueAdmitted(actions.admitted)
+    }
     if actions.route {
       route()
     }
@@ -96,7 +100,8 @@ extension JobController {
     // The node was signalled, so nobody but this router touches `node.task` any more.
     guard let task = node.task else { return }
     let failure = failure(of: task, node: node)
-    let isCancelled = task.isCancelled
+    // Only a failure asks whether the task was cancelled (corelibs' `isCancelled` takes a lock).
+    let isCancelled = failure != nil && task.isCancelled
     let name = node.extras?.observesEvents == true ? task.name : nil
     switch withJobState({ $0.beginRouting(node, failure: failure, isCancelled: isCancelled, name: name) }) {
     case .deliver:

@@ -179,7 +179,8 @@ struct JobState {
   }
 
   /// The router is about to route `node`: record its failure (if any) and decide whether its
-  /// per-task callback runs. `isCancelled` tells whether the task was cancelled; `name` is the
+  /// per-task callback runs. `isCancelled` tells whether a failed task was cancelled (it is only
+  /// read for a failure); `name` is the
   /// task's `name` if its events are observed.
   mutating func beginRouting(_ node: TrackedTask, failure: TaskFailure?, isCancelled: Bool, name: String?)
     -> RoutingDecision
