@@ -19,7 +19,9 @@ extension JobController {
         .trackedAfterJobFinished,
         "\(type(of: task)) was tracked after the job finished; it was neither tracked nor queued"
       )
-    case .tracked(let node, let cancel, let queueNow, let waitsForSlot, let observesEvents, let publish):
+    case .tracked(let node, let cancel, let queueNow, let waitsForSlot, let observesEvents, let publish, let replaced):
+      // A replaced attempt's task is released here, after the lock, if this was its last reference.
+      _ = replaced
       if let publish {
         publishProgress(to: publish)
       }

@@ -168,7 +168,9 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// for that group. Safe from any thread; set it before the group's tasks finish. The job drops
   /// its handlers when it finishes.
   public func setCompletion<T: Operation>(forGroup group: T.Type, _ handler: @escaping @Sendable () -> Void) {
-    jobState.withLock { $0.registry.group(for: group).handler = handler }
+    let replaced = jobState.withLock { $0.registry.group(for: group).replaceHandler(with: handler) }
+    // Released after the lock: the old handler may hold the last reference to a user's object.
+    _ = replaced
   }
 
   // MARK: - Stopping

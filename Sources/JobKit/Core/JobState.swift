@@ -52,9 +52,11 @@ struct JobState {
     /// hands it to `admitOrWait` (not before: an admitted task may start at once, and its finish
     /// must not be missed). `observesEvents`: events are listened to, so the caller registers
     /// for the task's start and confirms it with `confirmTracked`. `publish`: the progress to
-    /// publish the new counts to.
+    /// publish the new counts to. `replaced`: the replaced attempt's task, handed out so that its
+    /// last reference is not dropped (and its `deinit` run) under the lock.
     case tracked(
-      node: TrackedTask, cancel: Bool, queueNow: Bool, waitsForSlot: Bool, observesEvents: Bool, publish: Progress?)
+      node: TrackedTask, cancel: Bool, queueNow: Bool, waitsForSlot: Bool, observesEvents: Bool, publish: Progress?,
+      replaced: Operation?)
     case jobFinished
   }
 
@@ -75,7 +77,9 @@ struct JobState {
     if observesEvents {
       node.extrasForUpdate().observesEvents = true
     }
+    var replaced: Operation?
     if let previous {
+      replaced = previous.task
       publish = forget(previous) ?? publish
     }
     var queueNow = queue != nil
@@ -87,7 +91,7 @@ struct JobState {
     }
     return .tracked(
       node: node, cancel: phase.isStopping, queueNow: queueNow, waitsForSlot: waitsForSlot,
-      observesEvents: observesEvents, publish: publish)
+      observesEvents: observesEvents, publish: publish, replaced: replaced)
   }
 
   /// A tracked task's finish is observed and events are listened to: record when, and emit
@@ -276,12 +280,13 @@ struct JobState {
   /// it wrote the final counts (``ProgressState/finish(_:)``); the router then just stops.
   private mutating func finish(_ error: (any Error)?) -> Step {
     phase.finish()
-    registry.dropGroups()
+    let droppedGroups = registry.dropGroups()
     listeners.yield(.finished(error: error))
     listeners.close()
     let graceTimer = graceTimer
     self.graceTimer = nil
-    guard let now = progress.finish(JobFinish(error: error, publish: nil, graceTimer: graceTimer)) else {
+    let finish = JobFinish(error: error, publish: nil, graceTimer: graceTimer, droppedGroups: droppedGroups)
+    guard let now = progress.finish(finish) else {
       return .release
     }
     return .finish(now)
@@ -372,9 +377,12 @@ struct JobState {
 }
 
 /// How a job finishes: its error, the progress to publish the final counts to first, and the
-/// stop's grace-period timer to cancel.
+/// stop's grace-period timer to cancel. It also carries the job's dropped groups out of the lock:
+/// their handlers may hold the last reference to a user's object, whose `deinit` must not run
+/// under the lock.
 struct JobFinish {
   let error: (any Error)?
   var publish: Progress?
   var graceTimer: (any JobTimer)? = nil
+  var droppedGroups: [TaskGroupEntry] = []
 }

@@ -8,7 +8,7 @@ final class TaskGroupEntry: @unchecked Sendable {
   /// The group's name for events and failures (the type's name), made once.
   private(set) lazy var name = String(describing: type)
   var unfinished = 0
-  var handler: (@Sendable () -> Void)?
+  private(set) var handler: (@Sendable () -> Void)?
   /// At most this many of the group's job-queued tasks execute at once (`nil`: no limit).
   var limit: Int?
   /// How many of the group's tasks hold a slot.
@@ -18,6 +18,14 @@ final class TaskGroupEntry: @unchecked Sendable {
   private var waitingHead = 0
 
   var waitingCount: Int { waiting.count - waitingHead }
+
+  /// Sets the group's handler. Returns the one it replaces, for the caller to release after the
+  /// lock (it may hold the last reference to a user's object).
+  func replaceHandler(with handler: @escaping @Sendable () -> Void) -> (@Sendable () -> Void)? {
+    let replaced = self.handler
+    self.handler = handler
+    return replaced
+  }
 
   func enqueueWaiting(_ node: TrackedTask) {
     waiting.append(node)

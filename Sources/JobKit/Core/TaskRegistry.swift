@@ -103,11 +103,14 @@ struct TaskRegistry {
     return nil
   }
 
-  /// The job finished: drop the groups (and their handlers, which may capture the job).
-  mutating func dropGroups() {
+  /// The job finished: drop the groups (and their handlers, which may capture the job). Returns
+  /// them, for the caller to release after the lock.
+  mutating func dropGroups() -> [TaskGroupEntry] {
+    let dropped = Array(groups.values)
     groups = [:]
     lastGroup = nil
     groupsDueAfterMain = []
+    return dropped
   }
 
   /// Unlinks every node one by one (a long chain of strong `next` links would otherwise be freed

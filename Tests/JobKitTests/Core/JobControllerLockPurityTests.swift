@@ -121,3 +121,91 @@ struct JobControllerLockPurityTests {
     }
   }
 }
+
+/// An object whose `deinit` calls back into a job, as user code may. JobKit must never let the
+/// last reference to such an object go while it holds the job's lock: the callback would
+/// deadlock on the same thread.
+private final class ReentrantDeinit: @unchecked Sendable {
+  // @unchecked Sendable: `job` is set once, before the object is shared.
+  weak var job: JobController?
+  let deinits: Locked<Int>
+
+  init(job: JobController?, deinits: Locked<Int>) {
+    self.job = job
+    self.deinits = deinits
+  }
+
+  deinit {
+    if let job {
+      _ = job.failures
+      _ = job.debugDescription
+    }
+    deinits.mutate { $0 += 1 }
+  }
+}
+
+/// A failing attempt whose `deinit` calls back into its job.
+private final class ReentrantFailingAttempt: ConcurrentOperation, @unchecked Sendable {
+  // @unchecked Sendable: `canary` is set once, before the task is tracked.
+  let canary: ReentrantDeinit
+
+  init(canary: ReentrantDeinit) {
+    self.canary = canary
+    super.init()
+  }
+
+  override func operationStart() { operationDone(error: TestError(1)) }
+}
+
+extension JobControllerLockPurityTests {
+  /// The job drops its group handlers when it finishes; this one, set for a group that never had
+  /// a task, held the last reference.
+  @Test func aDroppedGroupHandlersCapturesAreReleasedAfterTheLock() async throws {
+    let deinits = Locked(0)
+    let job = ScriptedJob { job in
+      job.setCompletion(forGroup: BlockOperation.self) { [captured = ReentrantDeinit(job: job, deinits: deinits)] in
+        withExtendedLifetime(captured) {}
+      }
+      job.trackAndQueue(InstantTask("plain"))
+    }
+    job.startJob()
+    #expect(await job.finishedSoon(within: 30))
+    #expect(await eventually(within: .seconds(30)) { deinits.value == 1 })
+  }
+
+  /// A handler replaced by a later one held the last reference.
+  @Test func aReplacedGroupHandlersCapturesAreReleasedAfterTheLock() async throws {
+    let deinits = Locked(0)
+    let job = ScriptedJob { job in
+      job.setCompletion(forGroup: InstantTask.self) { [captured = ReentrantDeinit(job: job, deinits: deinits)] in
+        withExtendedLifetime(captured) {}
+      }
+      job.setCompletion(forGroup: InstantTask.self) {}
+      job.trackAndQueue(InstantTask("plain"))
+    }
+    job.startJob()
+    #expect(await job.finishedSoon(within: 30))
+    #expect(await eventually(within: .seconds(30)) { deinits.value == 1 })
+  }
+
+  /// A failed attempt replaced by its retry: the job held the last reference to it.
+  @Test func aReplacedAttemptIsReleasedAfterTheLock() async throws {
+    let clock = ManualClock()
+    let deinits = Locked(0)
+    let job = ScriptedJob { job in
+      let options = TaskOptions(retry: RetryPolicy(maxAttempts: 2, initialDelay: .seconds(1), jitter: false))
+      job.trackAndQueue(options: options) { attempt -> Operation in
+        attempt == 1 ? ReentrantFailingAttempt(canary: ReentrantDeinit(job: job, deinits: deinits)) : InstantTask()
+      } completion: { _ in
+      }
+    }
+    job.clock = clock
+    job.startJob()
+    #expect(await clock.waitForScheduled(1))  // the retry delay
+    // On a thread of its own: the retry is tracked on the advancing thread, which would hang
+    // (and with it the test) if the replaced attempt's deinit ran under the job's lock.
+    Thread { clock.advance(by: .seconds(1)) }.start()
+    #expect(await job.finishedSoon(within: 30))
+    #expect(await eventually(within: .seconds(30)) { deinits.value == 1 })
+  }
+}

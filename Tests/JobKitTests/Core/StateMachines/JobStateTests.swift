@@ -15,7 +15,7 @@ struct JobStateTests {
 
   private func track(_ task: Operation, in state: inout JobState, queue: OperationQueue? = nil) -> TrackedTask {
     let outcome = state.track(task, queue: queue) { TrackedTask(job: job, task: task, group: $0) }
-    guard case .tracked(let node, _, _, _, _, _) = outcome else {
+    guard case .tracked(let node, _, _, _, _, _, _) = outcome else {
       Issue.record("not tracked: \(outcome)")
       return TrackedTask(job: job, task: task, group: TaskGroupEntry(type: type(of: task)))
     }
