@@ -56,14 +56,20 @@ final class ExampleJob: JobController, @unchecked Sendable {
 
 @Suite("JobController routing")
 struct JobControllerRoutingTests {
+  /// The 25 C completions are routed in the order the C finishes reached the job, which is not
+  /// their queue order: a C task's `operationDone` frees the serial queue's slot before it tells
+  /// the job, so the next C can start, finish and be routed first. Only their set is fixed.
   @Test func dhExampleJobRunsInTheExactOrder() async throws {
     let job = ExampleJob()
     try await job.run()
-    let expected =
-      ["main", "A", "group TaskA", "B", "group TaskB"]
-      + (0..<25).map { "C\($0)" }
-      + ["all C", "D", "group TaskD", "allTasksFinished"]
-    #expect(job.log.all == expected)
+    let log = job.log.all
+    let before = ["main", "A", "group TaskA", "B", "group TaskB"]
+    let after = ["all C", "D", "group TaskD", "allTasksFinished"]
+    #expect(log.count == before.count + 25 + after.count)
+    #expect(Array(log.prefix(before.count)) == before)
+    #expect(Array(log.suffix(after.count)) == after)
+    let completions = log.dropFirst(before.count).dropLast(after.count)
+    #expect(completions.sorted() == (0..<25).map { "C\($0)" }.sorted())
     #expect(job.isFinished && job.error == nil && job.misuses.isEmpty)
   }
 
