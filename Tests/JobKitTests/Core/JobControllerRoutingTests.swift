@@ -85,6 +85,11 @@ struct JobControllerRoutingTests {
     #expect(order == expected)
   }
 
+  /// The tasks are queued only after `main()`'s last `track` call, so no callback is routed
+  /// inside `main()` and every callback runs after it returned, where a group callback follows
+  /// its last task's own callback at once. (With `trackAndQueue`, A and B could both finish
+  /// before `trackAndQueue(b)` routed: both completions would run inside `main()`, and both group
+  /// callbacks, deferred until it returned, after them.)
   @Test func perTaskCompletionReplacesTaskFinishedAndGroupHandlerReplacesTaskGroupFinished() async throws {
     final class Job: JobController, @unchecked Sendable {
       let log = EventLog()
@@ -92,8 +97,10 @@ struct JobControllerRoutingTests {
         setCompletion(forGroup: TaskB.self) { [unowned self] in log.record("B handler") }
         let a = TaskA()
         let b = TaskB()
-        trackAndQueue(a) { [unowned self] _ in log.record("A completion") }
-        trackAndQueue(b)
+        track(a) { [unowned self] _ in log.record("A completion") }
+        track(b)
+        taskQueue.addOperation(a)
+        taskQueue.addOperation(b)
       }
       override func taskFinished(_ task: Operation) { log.record("taskFinished \(type(of: task))") }
       override func taskGroupFinished(_ group: Operation.Type) { log.record("group \(group)") }
