@@ -35,13 +35,21 @@ struct CommandGuardTimingTests {
   @Test("a guard refusing because of an earlier command skips only its own mapping")
   func guardRefusesAfterEarlierCommand() async throws {
     let map = CommandMap()
-    map.map(FlagAndStringEvent.self, priority: 1) { SetFlagCommand($0.object) }
+    // The first command waits for `release`: once it finished, the dispatch asks the next guard
+    // on whichever thread routes that finish, possibly before `dispatch` returned.
+    let release = BlockOperation {}
+    map.map(FlagAndStringEvent.self, priority: 1) { event in
+      let command = SetFlagCommand(event.object)
+      command.addDependency(release)
+      return command
+    }
     let refused = map.map(FlagAndStringEvent.self, guards: [{ !$0.object.flag }]) { AppendCommand("x", to: $0.object) }
     map.map(FlagAndStringEvent.self, priority: -1) { AppendCommand("last", to: $0.object) }
     let event = FlagAndStringEvent()
     let job = map.dispatch(event)
     // Only the first mapping was considered when dispatch returned.
     #expect(job.ran.count == 1 && job.skipped.isEmpty)
+    release.start()
     try await job.run()
     #expect(event.object.string == "last")
     #expect(job.skipped == [CommandDispatch.Skip(refused, .guardRefused(index: 0))])

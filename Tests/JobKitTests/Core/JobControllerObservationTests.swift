@@ -130,15 +130,19 @@ struct JobControllerObservationTests {
   @Test func debugDescriptionShowsStateGroupsLimitsFailuresAndProgress() async throws {
     let blocker = ManualTask("blocker")
     let waiting = ManualTask("waiting")
+    let tracked = Latch()
     let job = ScriptedJob { job in
       job.setMaxConcurrentTasks(1, forGroup: ManualTask.self)
       job.trackAndQueue(InstantTask(failure: TestError(4)))
       job.trackAndQueue(blocker)
       job.trackAndQueue(waiting)
+      tracked.open()
     }
     _ = job.progress
     job.startJob()
     #expect(await blocker.startedLatch.waitOpen())
+    // `blocker` can start before `main()` tracked `waiting`.
+    #expect(await tracked.waitOpen())
     let text = job.debugDescription
     #expect(text.contains("ScriptedJob"))
     #expect(text.contains("TestTask: 2 unfinished, limit 1 (1 running, 1 waiting)"))
