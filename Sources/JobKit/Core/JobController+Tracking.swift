@@ -28,15 +28,32 @@ extension JobController {
       if cancel {
         task.cancel()
       }
-      switch observeFinish(of: task, node: node, queue: queue, queueNow: queueNow) {
+      switch observeFinish(of: task, node: node, claimingQueue: queue != nil) {
       case .duplicate:
         if let publish = jobState.withLock({ $0.untrackDuplicate(node) }) {
           publishProgress(to: publish)
         }
         reportMisuse(.taskAlreadyTracked, "\(type(of: task)) is already tracked by this job; ignored")
-      case .observed(let mayQueue):
+      case .finished:
+        // Events first, so `taskTracked` precedes `taskFinished`.
         if observesEvents {
           confirmTracked(task, node: node)
+        }
+        reportMisuse(.taskAlreadyFinished, "\(type(of: task)) had already finished when tracked; routed at once")
+        taskDidFinish(node)
+        tracked = node
+      case .observed(let mayQueue, let installedHook):
+        // Before the task can start: its tracking time and start observer must be in place.
+        if observesEvents {
+          confirmTracked(task, node: node)
+        }
+        var queuedNow = false
+        if mayQueue, queueNow, let queue {
+          queuedNow = enqueue(task, on: queue)
+        }
+        if let installedHook, !queuedNow {
+          // Not queued here: the task may have finished while its block was being wrapped.
+          CompletionBlockHook.signalIfFinishedWhileWrapping(task, installedHook)
         }
         if waitsForSlot, mayQueue, let queue, jobState.withLock({ $0.admitOrWait(node) }) {
           enqueue(task, on: queue)
@@ -71,59 +88,50 @@ extension JobController {
   }
 
   private enum Observation {
-    /// The job now hears of the task's finish; `mayQueue` unless another job queues it.
-    case observed(mayQueue: Bool)
+    /// The job now hears of the task's finish; `mayQueue` unless another job queues it. A plain
+    /// operation whose completion block this job wrapped has `installedHook`: unless the caller
+    /// queues the task itself at once, it must check whether the task finished meanwhile.
+    case observed(mayQueue: Bool, installedHook: CompletionBlockHook.Hook?)
     /// This job already tracks the task: the new node must be dropped.
     case duplicate
+    /// The task had finished before it was tracked: route it at once.
+    case finished
   }
 
-  /// Arranges for `node` to be signalled once `task` finished, and adds `task` to `queue` if
-  /// `queueNow`. When the job will queue the task (`queue` set, now or once it gets a slot), it
-  /// claims the queueing first; if another job claimed it, the task is observed but this job
-  /// never queues it (reported as ``JobKitError/Code/taskAlreadyQueued``).
-  private func observeFinish(
-    of task: Operation, node: TrackedTask, queue: OperationQueue?, queueNow: Bool
-  ) -> Observation {
-    let claiming = queue != nil
+  /// Arranges for `node` to be signalled once `task` finished. When the job will queue the task
+  /// (`claimingQueue`: now or once it gets a slot), it claims the queueing first; if another job
+  /// claimed it, the task is observed but this job never queues it (reported as
+  /// ``JobKitError/Code/taskAlreadyQueued``). Queues nothing: the caller does, after it
+  /// registered everything that must be in place when the task starts.
+  private func observeFinish(of task: Operation, node: TrackedTask, claimingQueue: Bool) -> Observation {
     if let operation = task as? ConcurrentOperation {
-      switch operation.addFinishObserver(node, claimingQueue: claiming) {
+      switch operation.addFinishObserver(node, claimingQueue: claimingQueue) {
       case .observing(claimed: true):
-        if let queue, queueNow {
-          enqueue(operation, on: queue)
-        }
-        return .observed(mayQueue: true)
+        return .observed(mayQueue: true, installedHook: nil)
       case .observing(claimed: false):
         reportAlreadyQueued(task)
-        return .observed(mayQueue: false)
+        return .observed(mayQueue: false, installedHook: nil)
       case .alreadyObserved:
         return .duplicate
       case .finished:
-        break
-      }
-    } else if !task.isFinished {
-      switch CompletionBlockHook.observe(task, by: node, claimingQueue: claiming) {
-      case .duplicate:
-        return .duplicate
-      case .joined(claimed: false), .installed(_, claimed: false):
-        reportAlreadyQueued(task)
-        return .observed(mayQueue: false)
-      case .joined(claimed: true):
-        if let queue, queueNow {
-          enqueue(task, on: queue)
-        }
-        return .observed(mayQueue: true)
-      case .installed(let hook, claimed: true):
-        if let queue, queueNow, enqueue(task, on: queue) {
-          return .observed(mayQueue: true)
-        }
-        // Not queued here: the task may have finished while its block was being wrapped.
-        CompletionBlockHook.signalIfFinishedWhileWrapping(task, hook)
-        return .observed(mayQueue: true)
+        return .finished
       }
     }
-    reportMisuse(.taskAlreadyFinished, "\(type(of: task)) had already finished when tracked; routed at once")
-    taskDidFinish(node)
-    return .observed(mayQueue: false)
+    guard !task.isFinished else { return .finished }
+    switch CompletionBlockHook.observe(task, by: node, claimingQueue: claimingQueue) {
+    case .duplicate:
+      return .duplicate
+    case .joined(claimed: false):
+      reportAlreadyQueued(task)
+      return .observed(mayQueue: false, installedHook: nil)
+    case .joined(claimed: true):
+      return .observed(mayQueue: true, installedHook: nil)
+    case .installed(let hook, let claimed):
+      if !claimed {
+        reportAlreadyQueued(task)
+      }
+      return .observed(mayQueue: claimed, installedHook: hook)
+    }
   }
 
   private func reportAlreadyQueued(_ task: Operation) {
