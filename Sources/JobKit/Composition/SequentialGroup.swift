@@ -69,6 +69,20 @@ open class SequentialGroup: GroupJob, @unchecked Sendable {
     super.init(mode: .sequential, tasks: tasks, taskQueue: taskQueue)
   }
 
+  /// Creates a group that takes its tasks from `tasks` one at a time: the next only after the
+  /// one before it finished (and was routed), so it holds one task at a time. Tasks added with
+  /// ``GroupJob/add(_:)`` run after the sequence is exhausted. A cancel, or a stop on failure,
+  /// stops the taking: the tasks the sequence did not make yet are never made.
+  ///
+  /// The sequence's iterator is called only by the group's job callbacks (`main()` and each
+  /// task's completion): serially, but on different threads, never concurrently. Each task made
+  /// must be new to the group. The tasks run on `taskQueue`, or if `nil` on a concurrent queue
+  /// the group owns (or ``JobController/defaultTaskQueue``, if set).
+  public init<Tasks: Sequence>(taking tasks: Tasks, taskQueue: OperationQueue? = nil)
+  where Tasks.Element: Operation {
+    super.init(mode: .sequential, tasks: [], taskQueue: taskQueue, source: TaskSource(tasks, maxRunning: 1))
+  }
+
   /// Whether the first failed task ends the group, which then finishes with that task's error.
   /// Default `false`: the group runs every task and finishes with ``JobFailures``. Set it before the group runs; safe from any thread.
   public var stopsOnFailure: Bool {

@@ -1,0 +1,35 @@
+import Foundation
+
+/// The tasks a group takes from a sequence as it runs them (``ConcurrentGroup/init(taking:maxRunning:taskQueue:)``,
+/// ``SequentialGroup/init(taking:taskQueue:)``): the sequence's iterator, called only by the
+/// group's job callbacks, never under a lock.
+///
+/// The iterator is dropped once it returned `nil` or the group finished, so the sequence (and
+/// whatever it holds) is released then; the tasks it would still have made are never made.
+final class TaskSource: @unchecked Sendable {
+  // @unchecked Sendable: `nextTask` is called and cleared serially, by the job's router (main()
+  // and the per-task callbacks) and, once the job finished, by its finish observer.
+  private var nextTask: (() -> Operation?)?
+  /// The `maxRunning` the group was created with, checked when it starts.
+  let requestedMaxRunning: Int
+
+  init<Tasks: Sequence>(_ tasks: Tasks, maxRunning: Int) where Tasks.Element: Operation {
+    var iterator = tasks.makeIterator()
+    nextTask = { iterator.next() }
+    requestedMaxRunning = maxRunning
+  }
+
+  /// The sequence's next task, or `nil` once it is exhausted (or was dropped). Calls user code.
+  func next() -> Operation? {
+    guard let task = nextTask?() else {
+      nextTask = nil
+      return nil
+    }
+    return task
+  }
+
+  /// Drops the iterator: the job finished and will never ask for another task.
+  func drop() {
+    nextTask = nil
+  }
+}
