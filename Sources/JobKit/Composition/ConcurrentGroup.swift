@@ -46,13 +46,13 @@ open class ConcurrentGroup: GroupJob, @unchecked Sendable {
   /// concurrent ``JobController/taskQueue`` the group owns (or on
   /// ``JobController/defaultTaskQueue``, if set).
   public init(_ tasks: [Operation] = []) {
-    super.init(mode: .concurrent, tasks: tasks, taskQueue: nil)
+    super.init(sequential: false, tasks: tasks, taskQueue: nil)
   }
 
   /// Creates a group that will start `tasks`, and any tasks added later, together, on
   /// `taskQueue` (for example a serial queue, or one shared with other jobs).
   public init(_ tasks: [Operation] = [], taskQueue: OperationQueue) {
-    super.init(mode: .concurrent, tasks: tasks, taskQueue: taskQueue)
+    super.init(sequential: false, tasks: tasks, taskQueue: taskQueue)
   }
 
   /// The `maxRunning` of ``init(taking:maxRunning:taskQueue:)`` unless given: twice the active
@@ -72,10 +72,12 @@ open class ConcurrentGroup: GroupJob, @unchecked Sendable {
   /// ``JobKitError/Code/invalidLimit`` when the group starts, and 1 is used. The tasks run on
   /// `taskQueue`, or if `nil` on a concurrent queue the group owns (or
   /// ``JobController/defaultTaskQueue``, if set).
+  @inlinable
   public init<Tasks: Sequence>(
     taking tasks: Tasks, maxRunning: Int = ConcurrentGroup.defaultMaxRunning, taskQueue: OperationQueue? = nil
   ) where Tasks.Element: Operation {
+    var iterator = tasks.makeIterator()
     super.init(
-      mode: .concurrent, tasks: [], taskQueue: taskQueue, source: TaskSource(tasks, maxRunning: maxRunning))
+      sequential: false, tasks: [], taskQueue: taskQueue, taking: { iterator.next() }, maxRunning: maxRunning)
   }
 }

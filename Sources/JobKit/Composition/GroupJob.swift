@@ -32,13 +32,21 @@ open class GroupJob: JobController, @unchecked Sendable {
   /// `init` if there is a source.
   private var sourceCompletion: (@Sendable (Operation) -> Void)?
 
-  /// Creates a group in `mode` that will run `tasks`, then (or alongside, if concurrent) the tasks
-  /// of `source`, on `taskQueue` or, if `nil`, on a concurrent queue the group owns (or
-  /// `JobController.defaultTaskQueue`, if set).
-  init(mode: GroupState.Mode, tasks: [Operation], taskQueue: OperationQueue?, source: TaskSource? = nil) {
-    let maxRunning = source.map { mode == .sequential ? 1 : max(1, $0.requestedMaxRunning) }
-    groupState = LockedBox(GroupState(mode: mode, sourceMaxRunning: maxRunning))
-    isSequential = mode == .sequential
+  /// Creates a sequential or concurrent group that will run `tasks` on `taskQueue` or, if `nil`,
+  /// on a concurrent queue the group owns (or `JobController.defaultTaskQueue`, if set). With
+  /// `nextTask` (a sequence's iterator, see `TaskSource`), it also takes tasks from it as it runs
+  /// them, at most `maxRunning` at once (1 if sequential). Usable from inlinable code for the
+  /// public `init(taking:)` initializers, which are inlined into their callers.
+  @usableFromInline
+  init(
+    sequential: Bool, tasks: [Operation], taskQueue: OperationQueue?, taking nextTask: (() -> Operation?)? = nil,
+    maxRunning: Int = 1
+  ) {
+    let source = nextTask.map { TaskSource($0, maxRunning: maxRunning) }
+    let mode = sequential ? GroupState.Mode.sequential : .concurrent
+    let slots = source.map { _ in sequential ? 1 : max(1, maxRunning) }
+    groupState = LockedBox(GroupState(mode: mode, sourceMaxRunning: slots))
+    isSequential = sequential
     self.source = source
     if let taskQueue {
       super.init(taskQueue: taskQueue)

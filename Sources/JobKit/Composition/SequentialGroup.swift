@@ -60,13 +60,13 @@ open class SequentialGroup: GroupJob, @unchecked Sendable {
   /// concurrent ``JobController/taskQueue`` the group owns (or on
   /// ``JobController/defaultTaskQueue``, if set).
   public init(_ tasks: [Operation] = []) {
-    super.init(mode: .sequential, tasks: tasks, taskQueue: nil)
+    super.init(sequential: true, tasks: tasks, taskQueue: nil)
   }
 
   /// Creates a group that will run `tasks` in order, then any tasks added later, on
   /// `taskQueue` (for example a serial queue, or one shared with other jobs).
   public init(_ tasks: [Operation] = [], taskQueue: OperationQueue) {
-    super.init(mode: .sequential, tasks: tasks, taskQueue: taskQueue)
+    super.init(sequential: true, tasks: tasks, taskQueue: taskQueue)
   }
 
   /// Creates a group that takes its tasks from `tasks` one at a time: the next only after the
@@ -78,9 +78,11 @@ open class SequentialGroup: GroupJob, @unchecked Sendable {
   /// task's completion): serially, but on different threads, never concurrently. Each task made
   /// must be new to the group. The tasks run on `taskQueue`, or if `nil` on a concurrent queue
   /// the group owns (or ``JobController/defaultTaskQueue``, if set).
+  @inlinable
   public init<Tasks: Sequence>(taking tasks: Tasks, taskQueue: OperationQueue? = nil)
   where Tasks.Element: Operation {
-    super.init(mode: .sequential, tasks: [], taskQueue: taskQueue, source: TaskSource(tasks, maxRunning: 1))
+    var iterator = tasks.makeIterator()
+    super.init(sequential: true, tasks: [], taskQueue: taskQueue, taking: { iterator.next() })
   }
 
   /// Whether the first failed task ends the group, which then finishes with that task's error.
