@@ -21,7 +21,8 @@ import Foundation
 /// to any depth: a nested group is one step, finished only when everything inside it is. The
 /// group finishes once the last task finished and nothing more was added, so `completionBlock`,
 /// dependents, `waitUntilFinished()`, ``JobController/run()`` and ``ConcurrentOperation/runAndWait()``
-/// all see the whole tree done.
+/// all see the whole tree done. A group made with ``init(taking:taskQueue:)`` takes its tasks
+/// from a sequence, each when the one before it finished, so it holds one at a time.
 ///
 /// ### Failure
 /// A task fails when it finishes with an ``ConcurrentOperation/error`` (a throwing ``BlockTask``,
