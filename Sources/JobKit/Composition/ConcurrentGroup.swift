@@ -63,18 +63,19 @@ open class ConcurrentGroup: GroupJob, @unchecked Sendable {
   /// Creates a group that takes its tasks from `tasks` as it runs them: when it starts, it takes
   /// tasks until `maxRunning` of them run, then one more each time one of them finished (and was
   /// routed). Tasks added with ``GroupJob/add(_:)`` run alongside, uncounted. The group finishes
-  /// once the sequence is exhausted and every task finished; a cancel stops the taking, so the
+  /// once the sequence is exhausted and every task finished. A cancel stops the taking: the
   /// tasks the sequence did not make yet are never made.
   ///
-  /// The sequence's iterator is called only by the group's job callbacks (`main()` and each
-  /// task's completion): serially, but on different threads, never concurrently. Each task made
-  /// must be new to the group. A `maxRunning` below 1 is reported as
-  /// ``JobKitError/Code/invalidLimit`` when the group starts, and 1 is used. The tasks run on
-  /// `taskQueue`, or if `nil` on a concurrent queue the group owns (or
-  /// ``JobController/defaultTaskQueue``, if set).
+  /// The sequence is sent to the group (the caller keeps no access to it) and released once
+  /// exhausted or when the group finished. Its iterator is called only by the group's job
+  /// callbacks (`main()` and each task's completion): serially, on different threads. A task
+  /// made while it is still in the group is reported as ``JobKitError/Code/taskAlreadyTracked``
+  /// and skipped; a `maxRunning` below 1 is reported as ``JobKitError/Code/invalidLimit`` when
+  /// the group starts, and 1 is used. The tasks run on `taskQueue`, or if `nil` on a concurrent
+  /// queue the group owns (or ``JobController/defaultTaskQueue``, if set).
   @inlinable
   public init<Tasks: Sequence>(
-    taking tasks: Tasks, maxRunning: Int = ConcurrentGroup.defaultMaxRunning, taskQueue: OperationQueue? = nil
+    taking tasks: sending Tasks, maxRunning: Int = ConcurrentGroup.defaultMaxRunning, taskQueue: OperationQueue? = nil
   ) where Tasks.Element: Operation {
     var iterator = tasks.makeIterator()
     super.init(

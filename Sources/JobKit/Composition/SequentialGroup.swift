@@ -75,12 +75,14 @@ open class SequentialGroup: GroupJob, @unchecked Sendable {
   /// ``GroupJob/add(_:)`` run after the sequence is exhausted. A cancel, or a stop on failure,
   /// stops the taking: the tasks the sequence did not make yet are never made.
   ///
-  /// The sequence's iterator is called only by the group's job callbacks (`main()` and each
-  /// task's completion): serially, but on different threads, never concurrently. Each task made
-  /// must be new to the group. The tasks run on `taskQueue`, or if `nil` on a concurrent queue
-  /// the group owns (or ``JobController/defaultTaskQueue``, if set).
+  /// The sequence is sent to the group (the caller keeps no access to it) and released once
+  /// exhausted or when the group finished. Its iterator is called only by the group's job
+  /// callbacks (`main()` and each task's completion): serially, on different threads. A task
+  /// made while it is still in the group is reported as ``JobKitError/Code/taskAlreadyTracked``
+  /// and skipped. The tasks run on `taskQueue`, or if `nil` on a concurrent queue the group owns
+  /// (or ``JobController/defaultTaskQueue``, if set).
   @inlinable
-  public init<Tasks: Sequence>(taking tasks: Tasks, taskQueue: OperationQueue? = nil)
+  public init<Tasks: Sequence>(taking tasks: sending Tasks, taskQueue: OperationQueue? = nil)
   where Tasks.Element: Operation {
     var iterator = tasks.makeIterator()
     super.init(sequential: true, tasks: [], taskQueue: taskQueue, taking: { iterator.next() })

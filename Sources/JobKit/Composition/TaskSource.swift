@@ -10,8 +10,7 @@ import Foundation
 /// The iterator is dropped once it returned `nil` or the group finished, so the sequence (and
 /// whatever it holds) is released then; the tasks it would still have made are never made.
 final class TaskSource: @unchecked Sendable {
-  // @unchecked Sendable: `nextTask` is called and cleared serially, by the job's router (main()
-  // and the per-task callbacks) and, once the job finished, by its finish observer.
+  // @unchecked Sendable: `nextTask` is used serially, by the job's router, then its finish observer.
   private var nextTask: (() -> Operation?)?
   /// The `maxRunning` the group was created with, checked when it starts.
   let requestedMaxRunning: Int
