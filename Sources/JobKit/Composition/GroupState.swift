@@ -2,9 +2,8 @@ import Foundation
 
 /// The state of one ``SequentialGroup`` or ``ConcurrentGroup``: which added tasks wait, which one
 /// runs (sequential), how many of its source's tasks run, and whether the group still accepts
-/// tasks. Changed only by the pure
-/// transitions below, under the group's lock; each returns a ``Launch`` the caller carries out
-/// after releasing it.
+/// tasks. Changed only by the pure transitions below, under the group's lock; each returns a
+/// ``Launch`` (or an outcome carrying one) the caller carries out after releasing it.
 ///
 /// A task is tracked with the job only when it starts; until then it waits in `pending`. While
 /// the group runs, a start happens either inside one of the job's callbacks (the job cannot
