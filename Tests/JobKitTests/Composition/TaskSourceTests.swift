@@ -210,6 +210,17 @@ struct ConcurrentGroupSourceTests {
     #expect(probes.value.count == 5 && probes.value.allSatisfy { $0.seen === group.context })
   }
 
+  /// Nested: each task taken is itself a group taking its tasks from a sequence.
+  @Test func nestedGroupsTakingSequencesRunEveryTask() async throws {
+    let runs = Locked(0)
+    let group = ConcurrentGroup(
+      taking: (0..<10).lazy.map { _ in
+        SequentialGroup(taking: (0..<10).lazy.map { _ in BlockTask { runs.mutate { $0 += 1 } } })
+      }, maxRunning: 3)
+    try await group.run()
+    #expect(runs.value == 100)
+  }
+
   /// The group releases the sequence (and whatever it holds) once it finished, though the group
   /// itself lives on.
   @Test func releasesTheSequenceOnceFinished() async throws {
