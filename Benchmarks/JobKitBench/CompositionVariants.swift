@@ -4,8 +4,15 @@
 import Foundation
 import JobKit
 
-/// (g) A ConcurrentGroup of N BlockTasks, added one by one, run to its end. Baseline: `raw`.
+/// (g) A ConcurrentGroup taking N BlockTasks from a lazy sequence as it runs them (at most
+/// `ConcurrentGroup.defaultMaxRunning` made and unfinished at once), run to its end. Baseline: `raw`.
 func runConcurrentGroup(_ n: Int) {
+  let group = ConcurrentGroup(taking: (0..<n).lazy.map { _ in BlockTask {} })
+  try! group.runAndWait()
+}
+
+/// (g') As (g), the N BlockTasks added one by one before the group runs, so all are held at once.
+func runConcurrentGroupAdded(_ n: Int) {
   let group = ConcurrentGroup()
   for _ in 0..<n {
     group.add(BlockTask {})
@@ -101,7 +108,10 @@ func runPipelineBuilds(_ n: Int) {
 let compositionVariants: [Variant] = [
   Variant(
     name: "grp-co", baseline: "raw",
-    summary: "(g) ConcurrentGroup of N BlockTasks (vs (a))", run: runConcurrentGroup),
+    summary: "(g) ConcurrentGroup taking N BlockTasks from a lazy sequence (vs (a))", run: runConcurrentGroup),
+  Variant(
+    name: "grp-add", baseline: "raw",
+    summary: "(g') ConcurrentGroup of N BlockTasks added up front (vs (a))", run: runConcurrentGroupAdded),
   Variant(
     name: "raw-ser", baseline: "raw-ser",
     summary: "(h') serial OperationQueue + N BlockOperations -> semaphore", run: runRawSerial),

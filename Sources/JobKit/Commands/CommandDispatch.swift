@@ -74,7 +74,7 @@ public final class CommandDispatch: GroupJob, @unchecked Sendable {
   init(chooser: CommandChooser, first: [Operation], concurrent: Bool, queue: OperationQueue) {
     self.chooser = chooser
     self.isConcurrent = concurrent
-    super.init(mode: concurrent ? .concurrent : .sequential, tasks: first, taskQueue: queue)
+    super.init(sequential: !concurrent, tasks: first, taskQueue: queue)
   }
 
   /// Starts the job on this thread: its `main()` queues the first command (all of them when

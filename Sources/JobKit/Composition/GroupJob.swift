@@ -1,8 +1,8 @@
 import Foundation
 
 /// What ``SequentialGroup`` and ``ConcurrentGroup`` share: a ``JobController`` whose tasks come
-/// from ``add(_:)`` and whose next step (start the next task, or all of them) is decided in the
-/// job's callbacks.
+/// from ``add(_:)`` (and from a sequence, for a group made with `init(taking:)`) and whose next
+/// step (start the next task, or all of them) is decided in the job's callbacks.
 ///
 /// Subclass ``SequentialGroup`` or ``ConcurrentGroup``; this class has no public initializer.
 ///
@@ -13,6 +13,11 @@ import Foundation
 /// is ``FailurePolicy/collect``), so a group with failed tasks finishes with ``JobFailures``.
 /// A cancel, a stop on failure, or the group's finish cancels the tasks still waiting and starts
 /// them untracked, so they finish at once without running their work.
+///
+/// A group made with `init(taking:)` pulls tasks from its sequence in `main()` and in the
+/// per-task callback of each task it pulled, serially, never holding a lock, and never more than
+/// its `maxRunning` started and not routed at once. A cancel, a stop on failure or the group's
+/// finish stops the pulling; the sequence is released once exhausted or when the group finished.
 open class GroupJob: JobController, @unchecked Sendable {
   // @unchecked Sendable: all mutable state lives in lock-protected boxes (`groupState`, the job's).
   let groupState: LockedBox<GroupState>
@@ -21,12 +26,28 @@ open class GroupJob: JobController, @unchecked Sendable {
   /// The completion every started task is tracked with: one closure for the group's life rather
   /// than one per task. Set once in `init`, before the group is shared, and never written again.
   private var taskCompletion: (@Sendable (Operation) -> Void)?
+  /// The sequence a group made with `init(taking:)` takes its tasks from; `nil` otherwise.
+  private let source: TaskSource?
+  /// As `taskCompletion`, for the tasks pulled from `source` (their slots are freed). Set once in
+  /// `init` if there is a source.
+  private var sourceCompletion: (@Sendable (Operation) -> Void)?
 
-  /// Creates a group in `mode` that will run `tasks`, on `taskQueue` or, if `nil`, on a
-  /// concurrent queue the group owns (or `JobController.defaultTaskQueue`, if set).
-  init(mode: GroupState.Mode, tasks: [Operation], taskQueue: OperationQueue?) {
-    groupState = LockedBox(GroupState(mode: mode))
-    isSequential = mode == .sequential
+  /// Creates a sequential or concurrent group that will run `tasks` on `taskQueue` or, if `nil`,
+  /// on a concurrent queue the group owns (or `JobController.defaultTaskQueue`, if set). With
+  /// `nextTask` (a sequence's iterator, see `TaskSource`), it also takes tasks from it as it runs
+  /// them, at most `maxRunning` at once (1 if sequential). Usable from inlinable code for the
+  /// public `init(taking:)` initializers, which are inlined into their callers.
+  @usableFromInline
+  init(
+    sequential: Bool, tasks: [Operation], taskQueue: OperationQueue?, taking nextTask: (() -> Operation?)? = nil,
+    maxRunning: Int = 1
+  ) {
+    let source = nextTask.map { TaskSource($0, maxRunning: maxRunning) }
+    let mode = sequential ? GroupState.Mode.sequential : .concurrent
+    let slots = source.map { _ in sequential ? 1 : max(1, maxRunning) }
+    groupState = LockedBox(GroupState(mode: mode, sourceMaxRunning: slots))
+    isSequential = sequential
+    self.source = source
     if let taskQueue {
       super.init(taskQueue: taskQueue)
     } else {
@@ -34,6 +55,9 @@ open class GroupJob: JobController, @unchecked Sendable {
     }
     // Unowned: the group tracks every task it started until that task was routed.
     taskCompletion = { [unowned self] task in self.groupTaskFinished(task) }
+    if source != nil {
+      sourceCompletion = { [unowned self] task in self.sourceTaskFinished(task) }
+    }
     failurePolicy = .collect
     for task in tasks {
       add(task)
@@ -63,11 +87,19 @@ open class GroupJob: JobController, @unchecked Sendable {
     set { groupState.withLock { $0.context = newValue } }
   }
 
-  /// Starts the first task (sequential) or every task added so far (concurrent). Called by the
-  /// job machinery on the job queue's thread.
+  /// Starts the first task (sequential) or every task added so far (concurrent), then pulls
+  /// from the source, if any, until its slots are full. Called by the job machinery on the job
+  /// queue's thread. A source's `maxRunning` below 1 is reported here, as
+  /// ``JobKitError/Code/invalidLimit`` (the group uses 1).
   public final override func main() {
     _ = addFinishObserver(self)
+    if let source, !isSequential, source.requestedMaxRunning < 1 {
+      reportMisuse(
+        .invalidLimit,
+        "\(type(of: self)) was given maxRunning \(source.requestedMaxRunning); it needs 1 or more, so it uses 1")
+    }
     launch(groupState.withLock { $0.start() })
+    pullFromSource()
   }
 
   /// Lets the group finish (with ``JobFailures`` if a task failed), unless a task is being added
@@ -149,16 +181,54 @@ open class GroupJob: JobController, @unchecked Sendable {
     }
   }
 
-  /// The per-task completion of every started task, delivered by the job's router.
+  /// Pulls tasks from the source while a slot is free, tracking and queueing each. Called only
+  /// from `main()` and the per-task callbacks, which the job runs serially. Re-entrant: a task's
+  /// callback nested in a `trackAndQueue` made here pulls on its own (its slot was reserved
+  /// under the lock first), and this loop then finds the slots taken.
+  private func pullFromSource() {
+    guard let source, let sourceCompletion else { return }
+    while groupState.withLock({ $0.reservePull() }) {
+      let next = source.next()
+      switch groupState.withLock({ $0.pulled(next) }) {
+      case .start(let task, let context):
+        context.inject(into: task)
+        trackAndQueue(task, completion: sourceCompletion)
+      case .duplicate(let task):
+        reportMisuse(
+          .taskAlreadyTracked, "\(type(of: task)) came from \(type(of: self))'s sequence while in the group; ignored")
+      case .stop(let launch):
+        self.launch(launch)
+        return
+      }
+    }
+  }
+
+  /// The per-task completion of every started task but the source's, delivered by the job's
+  /// router.
   func groupTaskFinished(_ task: Operation) {
+    _ = routeTask(task, fromSource: false)
+  }
+
+  /// The per-task completion of a task pulled from the source: its slot is free, so the next
+  /// task is pulled (before the router can decide the job is done).
+  private func sourceTaskFinished(_ task: Operation) {
+    if routeTask(task, fromSource: true) {
+      pullFromSource()
+    }
+  }
+
+  /// Carries out a routed task's transition. Returns `false` if the group stopped on its failure.
+  private func routeTask(_ task: Operation, fromSource: Bool) -> Bool {
     // Only a sequential group stops on a failure; a concurrent one need not ask.
     let error = isSequential ? (task as? ConcurrentOperation)?.error : nil
-    switch groupState.withLock({ $0.taskFinished(task, error: error) }) {
+    switch groupState.withLock({ $0.taskFinished(task, error: error, fromSource: fromSource) }) {
     case .launch(let launch):
       self.launch(launch)
+      return true
     case .fail(let error):
       fail(error)
       stopGroup()
+      return false
     }
   }
 
@@ -178,9 +248,11 @@ open class GroupJob: JobController, @unchecked Sendable {
     groupState.withLock { $0.context = context }
   }
 
-  /// The job finished (any way): tasks still waiting finish without running.
+  /// The job finished (any way): tasks still waiting finish without running, and the source,
+  /// if any, is released (no callback will pull from it again).
   func operationDidFinish(_ operation: ConcurrentOperation) {
     launch(groupState.withLock { $0.jobFinished() })
+    source?.drop()
   }
 }
 

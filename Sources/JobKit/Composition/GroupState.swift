@@ -1,9 +1,9 @@
 import Foundation
 
 /// The state of one ``SequentialGroup`` or ``ConcurrentGroup``: which added tasks wait, which one
-/// runs (sequential), and whether the group still accepts tasks. Changed only by the pure
-/// transitions below, under the group's lock; each returns a ``Launch`` the caller carries out
-/// after releasing it.
+/// runs (sequential), how many of its source's tasks run, and whether the group still accepts
+/// tasks. Changed only by the pure transitions below, under the group's lock; each returns a
+/// ``Launch`` (or an outcome carrying one) the caller carries out after releasing it.
 ///
 /// A task is tracked with the job only when it starts; until then it waits in `pending`. While
 /// the group runs, a start happens either inside one of the job's callbacks (the job cannot
@@ -11,6 +11,11 @@ import Foundation
 /// the task is tracked. `allTasksFinished()` closes the group only when nothing is in flight and
 /// no held task waits; otherwise it takes a hold on the job (`JobController.holdOpen()`), which
 /// keeps the job from finishing until the group releases it.
+///
+/// A group with a task source (`TaskSource`) pulls its tasks only inside `main()` and the job's
+/// per-task callbacks, one slot at a time (`reservePull()`, then `pulled(_:)`), so the job cannot
+/// finish while a pulled task is on its way to being tracked. Holds (`setHold`) pause added tasks
+/// only: the groups that are held (``CommandQueue``'s bursts) have no source.
 struct GroupState {
   enum Mode {
     case sequential
@@ -33,6 +38,17 @@ struct GroupState {
   struct Hold {
     var isHeld = false
     var generation: UInt64 = 0
+  }
+
+  /// The source of a group made with `init(taking:)`: at most `maxRunning` of its tasks are
+  /// pulled and not routed yet. A sequential group's `maxRunning` is 1, and its added tasks wait
+  /// until the source is exhausted.
+  struct SourceSlots {
+    let maxRunning: Int
+    /// Tasks reserved or pulled, and not routed yet.
+    var running = 0
+    /// The source returned `nil`: nothing more is pulled.
+    var isExhausted = false
   }
 
   /// Whether the group keeps its job from finishing (the job's keep-alive hold, see
@@ -108,9 +124,19 @@ struct GroupState {
   /// Starts from outside the job's callbacks whose task is not tracked yet.
   var inFlight = 0
   var keepAlive = KeepAlive.none
+  /// `nil` for a group without a source.
+  var source: SourceSlots?
 
-  init(mode: Mode) {
+  /// A group in `mode`; with a source if `sourceMaxRunning` is given (at least 1).
+  init(mode: Mode, sourceMaxRunning: Int? = nil) {
     self.mode = mode
+    source = sourceMaxRunning.map { SourceSlots(maxRunning: $0) }
+  }
+
+  /// A source that may still yield tasks: added tasks of a sequential group wait for its end.
+  private var sourceIsOpen: Bool {
+    guard let source else { return false }
+    return !source.isExhausted
   }
 
   private var needsKeepAlive: Bool {
@@ -162,7 +188,7 @@ struct GroupState {
     case .concurrent:
       return Tasks(pending.removeAll())
     case .sequential:
-      guard current == nil, let next = pending.popFirst() else { return .none }
+      guard current == nil, !sourceIsOpen, let next = pending.popFirst() else { return .none }
       current = next
       return .one(next)
     }
@@ -198,17 +224,68 @@ struct GroupState {
     case fail(any Error)
   }
 
-  /// A started task was routed (in the job's callback), with its error if it failed.
-  mutating func taskFinished(_ task: Operation, error: (any Error)?) -> Routing {
+  /// A started task was routed (in the job's callback), with its error if it failed;
+  /// `fromSource` if it was pulled from the source (its slot is free again).
+  mutating func taskFinished(_ task: Operation, error: (any Error)?, fromSource: Bool = false) -> Routing {
     members.remove(OperationKey(task))
     if task === current {
       current = nil
+    }
+    if fromSource {
+      source?.running -= 1
     }
     if let error, stopsOnFailure, mode == .sequential, phase == .running {
       return .fail(error)
     }
     let startable = takeStartable()
     return .launch(launch(startable))
+  }
+
+  // MARK: Pulling from the source
+
+  /// In `main()` or a per-task callback: whether one more task may be pulled from the source
+  /// (the group runs, the source is not exhausted, a slot is free). `true` reserves the slot,
+  /// which `pulled(_:)` then fills or frees.
+  mutating func reservePull() -> Bool {
+    guard phase == .running, var slots = source, !slots.isExhausted, slots.running < slots.maxRunning else {
+      return false
+    }
+    slots.running += 1
+    source = slots
+    return true
+  }
+
+  enum Pull {
+    /// Hand the task the context, then track and queue it as a source task; then pull again.
+    case start(Operation, JobContext)
+    /// The task is in the group already: report it, then pull again.
+    case duplicate(Operation)
+    /// Carry out the launch and pull no more: the source is exhausted (a sequential group's
+    /// added tasks may start now), or the group stopped while the task was pulled (it is
+    /// launched cancelled, so it finishes without running).
+    case stop(Launch)
+  }
+
+  /// The task pulled into the slot `reservePull()` reserved, or `nil` if the source is exhausted.
+  mutating func pulled(_ task: Operation?) -> Pull {
+    guard let task else {
+      source?.running -= 1
+      source?.isExhausted = true
+      let startable = takeStartable()
+      return .stop(launch(startable))
+    }
+    guard phase == .running else {
+      source?.running -= 1
+      return .stop(launch(.one(task), cancelled: true))
+    }
+    guard members.insert(OperationKey(task)).inserted else {
+      source?.running -= 1
+      return .duplicate(task)
+    }
+    if mode == .sequential {
+      current = task
+    }
+    return .start(task, context)
   }
 
   /// Holds or releases the group (from any thread).

@@ -21,7 +21,8 @@ import Foundation
 /// to any depth: a nested group is one step, finished only when everything inside it is. The
 /// group finishes once the last task finished and nothing more was added, so `completionBlock`,
 /// dependents, `waitUntilFinished()`, ``JobController/run()`` and ``ConcurrentOperation/runAndWait()``
-/// all see the whole tree done.
+/// all see the whole tree done. A group made with ``init(taking:taskQueue:)`` takes its tasks
+/// from a sequence, each when the one before it finished, so it holds one at a time.
 ///
 /// ### Failure
 /// A task fails when it finishes with an ``ConcurrentOperation/error`` (a throwing ``BlockTask``,
@@ -60,13 +61,31 @@ open class SequentialGroup: GroupJob, @unchecked Sendable {
   /// concurrent ``JobController/taskQueue`` the group owns (or on
   /// ``JobController/defaultTaskQueue``, if set).
   public init(_ tasks: [Operation] = []) {
-    super.init(mode: .sequential, tasks: tasks, taskQueue: nil)
+    super.init(sequential: true, tasks: tasks, taskQueue: nil)
   }
 
   /// Creates a group that will run `tasks` in order, then any tasks added later, on
   /// `taskQueue` (for example a serial queue, or one shared with other jobs).
   public init(_ tasks: [Operation] = [], taskQueue: OperationQueue) {
-    super.init(mode: .sequential, tasks: tasks, taskQueue: taskQueue)
+    super.init(sequential: true, tasks: tasks, taskQueue: taskQueue)
+  }
+
+  /// Creates a group that takes its tasks from `tasks` one at a time: the next only after the
+  /// one before it finished (and was routed), so it holds one task at a time. Tasks added with
+  /// ``GroupJob/add(_:)`` run after the sequence is exhausted. A cancel, or a stop on failure,
+  /// stops the taking: the tasks the sequence did not make yet are never made.
+  ///
+  /// The sequence is sent to the group (the caller keeps no access to it) and released once
+  /// exhausted or when the group finished. Its iterator is called only by the group's job
+  /// callbacks (`main()` and each task's completion): serially, on different threads. A task
+  /// made while it is still in the group is reported as ``JobKitError/Code/taskAlreadyTracked``
+  /// and skipped. The tasks run on `taskQueue`, or if `nil` on a concurrent queue the group owns
+  /// (or ``JobController/defaultTaskQueue``, if set).
+  @inlinable
+  public init<Tasks: Sequence>(taking tasks: sending Tasks, taskQueue: OperationQueue? = nil)
+  where Tasks.Element: Operation {
+    var iterator = tasks.makeIterator()
+    super.init(sequential: true, tasks: [], taskQueue: taskQueue, taking: { iterator.next() })
   }
 
   /// Whether the first failed task ends the group, which then finishes with that task's error.

@@ -43,7 +43,9 @@ public struct JobKitError: Error, Hashable, Sendable, CustomStringConvertible {
     /// or the task's own `run()`). The task is tracked and routed when it finishes, but not added
     /// to a queue a second time (which is a fatal error in Foundation).
     public static let taskAlreadyQueued = Code(name: "taskAlreadyQueued")
-    /// `setMaxConcurrentTasks` was given a limit below 1. The call is ignored.
+    /// `setMaxConcurrentTasks` was given a limit below 1: the call is ignored. Or a group that
+    /// takes its tasks from a sequence was given a `maxRunning` below 1: reported when it starts,
+    /// and 1 is used.
     public static let invalidLimit = Code(name: "invalidLimit")
     /// Not a misuse: the error recorded for a task that was still running when its timeout
     /// expired (see `JobController.trackAndQueue(_:timeout:completion:)`). The task was cancelled.
