@@ -276,6 +276,14 @@ final class ModelJob: JobController, @unchecked Sendable {
     }
   }
 
+  /// A group's leaf made when the group took it from its sequence: watched from then on, like
+  /// the leaves of a group that got them up front.
+  func noteInner(_ task: Operation, of spec: TaskSpec) -> Operation {
+    let label = "inner \(type(of: task)) of s\(spec.id) of job \(plan.id)"
+    observed.withLock { $0.inner[spec.id, default: []].append(WeakRef(task, label)) }
+    return task
+  }
+
   private func startHook(_ spec: TaskSpec) -> (@Sendable () -> Void)? {
     guard spec.triggersOutsideStop else { return nil }
     return { [weak self] in self?.triggerOutsideStop() }

@@ -116,6 +116,13 @@ enum ModelTaskFactory {
     return AlphaTask(specID: spec.id, attempt: attempt, finish: finish, fails: fails, onStart: onStart)
   }
 
+  /// Every other group takes its leaves from a lazy sequence (`init(taking:)`, a concurrent one
+  /// with two slots), which makes each leaf only when its turn comes; the others get them all up
+  /// front.
+  static func takesFromSequence(_ spec: TaskSpec) -> Bool {
+    spec.id.isMultiple(of: 2)
+  }
+
   static func leafTask(_ leaf: LeafPlan, spec: Int) -> BlockTask {
     if leaf.isAsync {
       return BlockTask(async: {
@@ -148,6 +155,11 @@ enum ModelTaskFactory {
     case .nested(let plan):
       let nested = ModelJob(plan: plan, context: job.context, parent: job)
       operation = nested
+    case .sequential(let leaves) where takesFromSequence(spec):
+      operation = SequentialGroup(taking: leaves.lazy.map { job.noteInner(leafTask($0, spec: spec.id), of: spec) })
+    case .concurrent(let leaves) where takesFromSequence(spec):
+      operation = ConcurrentGroup(
+        taking: leaves.lazy.map { job.noteInner(leafTask($0, spec: spec.id), of: spec) }, maxRunning: 2)
     case .sequential(let leaves):
       inner = leaves.map { leafTask($0, spec: spec.id) }
       operation = SequentialGroup(inner)
