@@ -12,7 +12,9 @@ import Foundation
 /// that starts what comes next. A group collects failures (its ``JobController/failurePolicy``
 /// is ``FailurePolicy/collect``), so a group with failed tasks finishes with ``JobFailures``.
 /// A cancel, a stop on failure, or the group's finish cancels the tasks still waiting and starts
-/// them untracked, so they finish at once without running their work.
+/// them untracked, so they finish at once without running their work. After a cancel, or a stop
+/// before the group started, that happens before the group can finish (a task that is not ready
+/// yet is queued instead and finishes, without running, once it is ready).
 ///
 /// A group made with `init(taking:)` pulls tasks from its sequence in `main()` and in the
 /// per-task callback of each task it pulled, serially, never holding a lock, and never more than
@@ -118,9 +120,22 @@ open class GroupJob: JobController, @unchecked Sendable {
     }
   }
 
-  /// The job is being cancelled: the tasks not started yet are cancelled too.
+  /// The job is being cancelled: the tasks not started yet are cancelled too, and finish before
+  /// the group can. A hold on the job, taken before the job stops, keeps it from finishing (on the
+  /// thread that routes its last task, or on a queue's thread starting it cancelled) until the
+  /// waiting tasks it drops were started untracked and finished here.
   override func cancellationRequested() {
+    let held = holdOpen()
     super.cancellationRequested()
+    stopGroup()
+    if held {
+      releaseHold()
+    }
+  }
+
+  /// Stopped before `main()` ran (cancelled before its queue started it, or failed): the waiting
+  /// tasks finish without running before the job can, on this thread, which holds the router.
+  override func stoppedBeforeMain() {
     stopGroup()
   }
 
@@ -232,7 +247,9 @@ open class GroupJob: JobController, @unchecked Sendable {
     }
   }
 
-  /// After a cancel or a stop on failure: the waiting tasks finish without running.
+  /// After a cancel or a stop on failure: the waiting tasks finish without running. The caller
+  /// keeps the job from finishing until this returns (a hold, or the router it holds), so the
+  /// group never finishes while a task it dropped has not.
   func stopGroup() {
     launch(groupState.withLock { $0.stop() })
   }

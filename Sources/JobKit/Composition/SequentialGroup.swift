@@ -38,9 +38,10 @@ import Foundation
 /// ### Cancel
 /// `cancel()` (or cancelling a parent group, or the Swift task awaiting ``JobController/run()``)
 /// cancels the running task, so a cancellable task stops and any other runs to its end and is
-/// waited for. The tasks not started yet are cancelled and started on the cancelling thread, so
-/// they finish before `cancel()` returns, without running their work. The group then finishes
-/// once, cancelled (``ConcurrentOperation/error`` is `nil`).
+/// waited for. The tasks not started yet are cancelled and started on the cancelling thread (or,
+/// for a group its queue starts at that moment, on the starting thread if it gets there first),
+/// so they finish without running their work, and before the group finishes. The group then
+/// finishes once, cancelled (``ConcurrentOperation/error`` is `nil`).
 ///
 /// ### Context
 /// Before starting a task, the group hands it ``GroupJob/context`` if it adopts ``ContextConsuming`` (as

@@ -217,6 +217,8 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
     let thread = currentThreadID()
     if withJobState({ $0.beginMain(on: thread) }) {
       main()
+    } else {
+      stoppedBeforeMain()
     }
     jobState.withLock { $0.mainReturned() }
     route()
@@ -237,7 +239,14 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
     // `stop(.cancelled)` ran, and nothing may be routed as if the job ran normally.
     stop(.cancelled)
     _ = withJobState { $0.beginMain(on: currentThreadID()) }
+    stoppedBeforeMain()
     jobState.withLock { $0.mainReturned() }
     route()
   }
+
+  /// The job started after it was stopped, so `main()` does not run. Called on the starting
+  /// thread, which holds the router, so the job cannot finish before this returns; never with a
+  /// lock held. Lets a subclass finish work that `main()` would have started. Does nothing by
+  /// default.
+  func stoppedBeforeMain() {}
 }
