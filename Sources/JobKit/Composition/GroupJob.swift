@@ -133,6 +133,18 @@ open class GroupJob: JobController, @unchecked Sendable {
     }
   }
 
+  /// The job is being failed (``JobController/fail(_:)``, or a sequential group's stop on
+  /// failure): as for a cancel, the tasks not started yet are cancelled and finish before the
+  /// group can.
+  override func failureRequested(_ error: any Error) {
+    let held = holdOpen()
+    super.failureRequested(error)
+    stopGroup()
+    if held {
+      releaseHold()
+    }
+  }
+
   /// Stopped before `main()` ran (cancelled before its queue started it, or failed): the waiting
   /// tasks finish without running before the job can, on this thread, which holds the router.
   override func stoppedBeforeMain() {
@@ -241,8 +253,7 @@ open class GroupJob: JobController, @unchecked Sendable {
       self.launch(launch)
       return true
     case .fail(let error):
-      fail(error)
-      stopGroup()
+      fail(error)  // which stops the group too (see `failureRequested`)
       return false
     }
   }

@@ -182,6 +182,12 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// Safe from any thread and from the job's callbacks. Ignored if the job was already cancelled,
   /// failed or finished.
   public func fail(_ error: any Error) {
+    failureRequested(error)
+  }
+
+  /// Called by ``fail(_:)``: stops the job with `error`. A subclass that must finish work of its
+  /// own before the job can finish overrides it and calls `super`; never with a lock held.
+  func failureRequested(_ error: any Error) {
     stop(.failed(error))
   }
 

@@ -112,3 +112,28 @@ struct GroupCancelRaceTests {
     #expect(group.error as? TestError == TestError(1))
   }
 }
+
+extension GroupCancelRaceTests {
+  /// Failed from another thread while its first task runs: as for a cancel, the tasks it drops
+  /// finish before the group does (they used to be dropped only once the group had finished).
+  @Test func failWhileRunningWaitsForTheDroppedTasks() async throws {
+    let running = TestTask("running", finishesOnCancel: true)
+    let gate = GateOnCancel()
+    let after = BlockTask {}
+    let group = SequentialGroup([running, gate, after])
+    group.startJob()
+    #expect(await running.startedLatch.opened())
+    let failReturned = Latch()
+    Thread {
+      group.fail(TestError(1))
+      failReturned.open()
+    }.start()
+    #expect(await gate.entered.opened())
+    #expect(!group.isFinished)
+    gate.release.open()
+    #expect(await failReturned.opened())
+    #expect(gate.isFinished && after.isFinished)
+    #expect(await group.finishedSoon())
+    #expect(group.error as? TestError == TestError(1))
+  }
+}
