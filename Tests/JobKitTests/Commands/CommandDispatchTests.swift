@@ -262,11 +262,12 @@ struct CommandDispatchTests {
     let event = FlagAndStringEvent()
     let first = Locked<CommandDispatch?>(nil)
     let firstReturned = Latch()
-    DispatchQueue.global().async {
+    // On a thread of its own: its guard blocks until this test opens `proceed` (see `onThread`).
+    Thread {
       let job = map.dispatch(event)
       first.mutate { $0 = job }
       firstReturned.open()
-    }
+    }.start()
     #expect(await inGuard.waitOpen())
     let second = map.dispatch(event)
     proceed.open()

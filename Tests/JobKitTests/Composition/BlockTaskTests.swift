@@ -60,7 +60,9 @@ struct BlockTaskTests {
       proceed.wait()
       ranToEnd.mutate { $0 = true }
     }
-    OperationQueue().addOperation(task)
+    // A synchronous body runs on the starting thread: a thread of its own, not a queue's worker
+    // (see `onThread`), since the body blocks until the test opens `proceed`.
+    Thread { task.start() }.start()
     #expect(await inside.opened())
     task.cancel()
     #expect(!task.isFinished)

@@ -64,8 +64,14 @@ final class ContextProbe: ConcurrentOperation, ContextConsuming, @unchecked Send
   }
 }
 
-/// Runs `body` on a new thread (not one of Swift concurrency's) and suspends until it returned,
-/// for code that blocks, such as `runAndWait()`.
+/// Runs `body` on a new thread and suspends until it returned, for code that blocks, such as
+/// `runAndWait()`.
+///
+/// A blocking wait must never run on a libdispatch worker thread: on Linux those few threads
+/// (about two per core) run Swift concurrency's jobs, OperationQueue operations and
+/// `DispatchQueue.global()` blocks alike, so a test blocking one (in an async test, in a
+/// `BlockOperation` body or a `DispatchQueue.global().async` block) holds back the async work of
+/// every test running at the same time, the code that would release its wait included.
 func onThread<Result: Sendable>(_ body: @escaping @Sendable () -> Result) async -> Result {
   await withCheckedContinuation { continuation in
     let thread = Thread { continuation.resume(returning: body()) }

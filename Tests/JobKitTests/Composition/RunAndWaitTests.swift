@@ -37,8 +37,8 @@ struct RunAndWaitTests {
       started.open()
       try await suspendUntilCancelled()
     })
-    DispatchQueue.global().async {
-      _ = started.wait()
+    Task {
+      _ = await started.opened()
       task.cancel()
     }
     let threw = await onThread { () -> Bool in
@@ -69,8 +69,8 @@ struct RunAndWaitTests {
     let gate = ManualTask()
     let group = ConcurrentGroup([gate])
     group.startJob()
-    DispatchQueue.global().async {
-      _ = gate.startedLatch.wait()
+    Task {
+      _ = await gate.startedLatch.opened()
       gate.finish()
     }
     await onThread { try? group.runAndWait() }

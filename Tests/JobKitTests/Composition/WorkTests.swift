@@ -160,10 +160,11 @@ struct WorkTests {
       job.setCompletion(forGroup: Doubling.self) { log.record("Doubling") }
       job.trackAndQueue(
         Doubling(callback: { complete in
-          DispatchQueue.global().async {
+          // Completes once both Work groups finished, waiting on a thread of its own (see `onThread`).
+          Thread {
             _ = release.wait()
             complete(.success(2))
-          }
+          }.start()
         }))
       job.trackAndQueue(Work { 1 })
       job.trackAndQueue(Work { 2 })
@@ -176,7 +177,8 @@ struct WorkTests {
   }
 
   /// A limit set for `Work<Int>` runs those one at a time; `Work<String>` is not limited: its two
-  /// tasks wait for each other, which only works when both run at once.
+  /// tasks wait for each other, which only works when both run at once. (They wait on threads of
+  /// their own, not on the queue's worker threads; see `onThread`.)
   @Test func limitsApplyPerSpecialisation() async throws {
     let log = EventLog()
     let bothStrings = Locked(0)
@@ -195,15 +197,16 @@ struct WorkTests {
       }
       for _ in 0..<2 {
         job.trackAndQueue(
-          Work<String> {
+          Work<String>(callback: { complete in
             let started = bothStrings.mutate { count -> Int in
               count += 1
               return count
             }
             if started == 2 { bothStarted.open() }
-            guard bothStarted.wait() else { throw TestError(2) }
-            return "ok"
-          })
+            Thread {
+              complete(bothStarted.wait() ? .success("ok") : .failure(TestError(2)))
+            }.start()
+          }))
       }
     }
     try await job.run()

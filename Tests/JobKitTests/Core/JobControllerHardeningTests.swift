@@ -121,9 +121,12 @@ struct JobControllerHardeningTests {
   /// `addOperation`, so the second job reports it and only observes the task.
   @Test(arguments: [false, true])
   func twoJobsQueueingOneTaskQueueItOnceAndBothRouteIt(plain: Bool) async {
-    let release = Latch()
+    // The plain operation cannot run before `release` ran: a dependency holds it back instead of a
+    // wait in its body, which would block a worker thread the test's own async code needs.
+    let release = BlockOperation {}
     let manual = ManualTask("shared")
-    let shared: Operation = plain ? BlockOperation { release.wait() } : manual
+    let shared: Operation = plain ? BlockOperation {} : manual
+    if plain { shared.addDependency(release) }
     let routed = Locked(0)
     let firstTracked = Latch()
     let first = ScriptedJob { job in
@@ -131,15 +134,16 @@ struct JobControllerHardeningTests {
       firstTracked.open()
     }
     let second = ScriptedJob { job in
-      firstTracked.wait()
       job.trackAndQueue(shared) { _ in routed.mutate { $0 += 1 } }
     }
     QuietMisuse.silence(second)
     first.startJob()
-    second.startJob()
+    // The second job starts once the first tracked the task (awaited here, not waited for in
+    // its script on a queue's thread).
     #expect(await firstTracked.waitOpen())
+    second.startJob()
     #expect(await eventually { second.misuses.count == 1 })
-    release.open()
+    OperationQueue().addOperation(release)
     if !plain {
       #expect(await manual.startedLatch.waitOpen())
       manual.finish()

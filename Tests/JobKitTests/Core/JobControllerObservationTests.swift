@@ -96,8 +96,9 @@ struct JobControllerObservationTests {
 
   @Test func aNestedJobsProgressIsAChildOfItsParents() async throws {
     let first = ManualTask("first")
-    let gate = Latch()
-    let second = BlockOperation { gate.wait() }
+    // Unfinished until the gate opens, in a group of its own, without blocking a queue's thread.
+    let gate = Gate()
+    let second = GatedCommand("second", gate: gate, object: FlagAndString())
     let inner = ScriptedJob { job in
       job.trackAndQueue(first)
       job.trackAndQueue(second)

@@ -6,6 +6,7 @@ import Foundation
 /// - `JOBKIT_MODEL_FIRST=n`: start the range at workflow `n` instead of 0;
 /// - `JOBKIT_MODEL_SKIP=2,4`: leave out those defect shapes (see `WorkflowGenerator`);
 /// - `JOBKIT_MODEL_TRACE=1`: print each workflow's seed before it starts (to name the seed of a crash);
+/// - `JOBKIT_MODEL_HANG_SECONDS=n`: the hang limit (default 20 s, 5 times that under ThreadSanitizer);
 struct ModelBasedConfig {
   var seeds: [UInt64]
   var repeats: Int
@@ -13,9 +14,16 @@ struct ModelBasedConfig {
   var deepProgress: Bool
   var trace = ProcessInfo.processInfo.environment["JOBKIT_MODEL_TRACE"] == "1"
   /// How long a workflow may take before it counts as a hang.
-  var hangSeconds: Double = 20
+  var hangSeconds: Double =
+    ProcessInfo.processInfo.environment["JOBKIT_MODEL_HANG_SECONDS"].flatMap(Double.init)
+    ?? 20 * ModelBasedConfig.slowdown
   /// How long a finished workflow's objects may stay alive before they count as leaked.
-  var leakSeconds: Double = 5
+  var leakSeconds: Double = 5 * ModelBasedConfig.slowdown
+
+  /// How much slower than a plain build this process runs: 5 under ThreadSanitizer (its runtime
+  /// is linked in; it makes code 5 to 15 times slower), else 1. Only widens the time limits: a
+  /// workflow that never finishes is still reported.
+  static let slowdown: Double = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "__tsan_init") != nil ? 5 : 1
 
   static func fromEnvironment() -> ModelBasedConfig {
     let environment = ProcessInfo.processInfo.environment

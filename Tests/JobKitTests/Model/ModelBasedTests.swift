@@ -63,7 +63,7 @@ struct ModelBasedTests {
         let plan = WorkflowGenerator.plan(seed: seed, skip: config.skip, deepProgress: config.deepProgress)
         if config.trace { FileHandle.standardError.write(Data("ModelBased: workflow \(plan.summary)\n".utf8)) }
         shapes[seed] = plan.shapes.sorted()
-        let running = WorkflowRunner.start(plan)
+        let running = await WorkflowRunner.start(plan)
         count += 1
         for box in running.boxes { await box.wait(seconds: 0.25) }
         if running.isDone { settle(running) } else { parked.append(running) }

@@ -44,6 +44,9 @@ final class ModelJob: JobController, @unchecked Sendable {
     self.parentJob = parent
     specs = Dictionary(plan.allSpecs.map { ($0.spec.id, $0.spec) }, uniquingKeysWith: { first, _ in first })
     super.init()
+    // A cancelled task that takes longer than the grace period is reported as a misuse (a
+    // violation); ThreadSanitizer makes everything about 5 times slower (see `slowdown`).
+    cancellationGracePeriod = .seconds(10 * ModelBasedConfig.slowdown)
     // Misuses are checked by the model (`WorkflowChecks`); keep the expected ones off the log.
     QuietMisuse.silence(self)
     context.register(self)

@@ -63,40 +63,53 @@ struct WorkflowResult {
 
 /// Starts workflows and checks them against the model once their roots finished.
 enum WorkflowRunner {
-  static func start(_ plan: WorkflowPlan) -> RunningWorkflow {
+  static func start(_ plan: WorkflowPlan) async -> RunningWorkflow {
     let context = WorkflowContext(seed: plan.seed)
     let roots = plan.roots.map { ModelJob(plan: $0.job, context: context, parent: nil) }
     if plan.sharesPlainOperation {
-      // Shape 1: both roots wrap the same completionBlocks at the same moment.
-      let shared = (0..<plan.sharedOperations).map { index in
-        let operation = BlockOperation {}
-        operation.name = "shared\(index)"
-        context.watch(operation, "shared BlockOperation \(index)")
-        return operation
-      }
-      // Odd seeds queue the operations first, so they may finish while both roots wrap them.
-      let queueFirst = plan.seed % 2 == 1
-      if queueFirst { context.sideQueue.addOperations(shared, waitUntilFinished: false) }
-      // A two-thread rendezvous before each operation, so both `track` calls overlap.
-      let arrivals = ModelLocked([Int](repeating: 0, count: shared.count))
-      // Root 1 tracks on a thread of its own (a pool could run both loops on one thread, which
-      // would never pass the rendezvous), root 0 on this one.
-      let trackAll: @Sendable (Int) -> Void = { root in
-        for (index, operation) in shared.enumerated() {
-          arrivals.withLock { $0[index] += 1 }
-          while arrivals.withLock({ $0[index] }) < 2 { sched_yield() }
-          roots[root].trackShared(operation, completion: root == 0)
-        }
-      }
-      let joined = Latch()
-      Thread {
-        trackAll(1)
-        joined.open()
-      }.start()
-      trackAll(0)
-      joined.wait()
-      if !queueFirst { context.sideQueue.addOperations(shared, waitUntilFinished: false) }
+      let seed = plan.seed
+      let count = plan.sharedOperations
+      // The rendezvous spins and waits: on threads of their own (see `onThread`), never on the
+      // worker threads the workflows' async work needs.
+      await onThread { trackShared(count, seed: seed, roots: roots, context: context) }
     }
+    return startRoots(plan, roots: roots, context: context)
+  }
+
+  /// Shape 1: both roots wrap the same `count` plain operations' completionBlocks at once. Blocks.
+  private static func trackShared(_ count: Int, seed: UInt64, roots: [ModelJob], context: WorkflowContext) {
+    let shared = (0..<count).map { index in
+      let operation = BlockOperation {}
+      operation.name = "shared\(index)"
+      context.watch(operation, "shared BlockOperation \(index)")
+      return operation
+    }
+    // Odd seeds queue the operations first, so they may finish while both roots wrap them.
+    let queueFirst = seed % 2 == 1
+    if queueFirst { context.sideQueue.addOperations(shared, waitUntilFinished: false) }
+    // A two-thread rendezvous before each operation, so both `track` calls overlap.
+    let arrivals = ModelLocked([Int](repeating: 0, count: shared.count))
+    // Root 1 tracks on a thread of its own (a pool could run both loops on one thread, which
+    // would never pass the rendezvous), root 0 on this one (also a thread of its own).
+    let trackAll: @Sendable (Int) -> Void = { root in
+      for (index, operation) in shared.enumerated() {
+        arrivals.withLock { $0[index] += 1 }
+        while arrivals.withLock({ $0[index] }) < 2 { sched_yield() }
+        roots[root].trackShared(operation, completion: root == 0)
+      }
+    }
+    let joined = Latch()
+    Thread {
+      trackAll(1)
+      joined.open()
+    }.start()
+    trackAll(0)
+    joined.wait()
+    if !queueFirst { context.sideQueue.addOperations(shared, waitUntilFinished: false) }
+  }
+
+  /// Starts the root jobs the way the plan says, each with a task that records its outcome.
+  private static func startRoots(_ plan: WorkflowPlan, roots: [ModelJob], context: WorkflowContext) -> RunningWorkflow {
     var boxes: [OutcomeBox] = []
     var queues: [OperationQueue] = []
     for (root, start) in zip(roots, plan.roots.map(\.start)) {

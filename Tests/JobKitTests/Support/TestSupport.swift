@@ -99,15 +99,27 @@ func eventually(within timeout: Duration = .seconds(10), _ condition: @Sendable 
   return true
 }
 
-/// `DispatchQueue.concurrentPerform`, run from a thread of its own: a stress test's burst then
-/// never holds one of Swift concurrency's few pool threads (two on a 2-core machine), which the
-/// async work of concurrently running tests needs.
+/// Runs `body(0..<iterations)` at once, each on a thread of its own, and suspends until all
+/// returned.
+///
+/// Not `DispatchQueue.concurrentPerform`: on Linux its iterations run on libdispatch's global
+/// worker threads, the same few threads (about two per core) that run Swift concurrency's jobs,
+/// OperationQueue operations and `DispatchQueue.global()` blocks. A stress test's burst there
+/// starves every concurrently running test of threads (under ThreadSanitizer for tens of seconds).
 func concurrently(_ iterations: Int, _ body: @escaping @Sendable (Int) -> Void) async {
   await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-    let thread = Thread {
-      DispatchQueue.concurrentPerform(iterations: iterations, execute: body)
-      continuation.resume()
+    let remaining = Locked(iterations)
+    for index in 0..<iterations {
+      Thread {
+        body(index)
+        if remaining.mutate({ count -> Int in
+          count -= 1
+          return count
+        }) == 0 {
+          continuation.resume()
+        }
+      }.start()
     }
-    thread.start()
+    if iterations <= 0 { continuation.resume() }
   }
 }
