@@ -65,6 +65,9 @@ struct OperationState {
   }
 
   var phase = Phase.idle
+  /// `cancel()` ran before the operation started. Kept here because `start()` reads Foundation's
+  /// `isCancelled` before it takes the lock: a cancel landing in between would otherwise be lost.
+  var cancelledWhileIdle = false
   var error: (any Error)?
   var observers = Observers.none
   var startObserver: (any OperationStartObserver)?
@@ -90,7 +93,7 @@ struct OperationState {
   mutating func start(isCancelled: Bool) -> StartAction {
     guard phase == .idle else { return .alreadyStarted }
     phase = .starting(cancelPending: false)
-    if isCancelled { return .skipCancelled }
+    if isCancelled || cancelledWhileIdle { return .skipCancelled }
     defer { startObserver = nil }
     return .run(startObserver)
   }
@@ -119,7 +122,10 @@ struct OperationState {
     case .running(cancelDelivered: false):
       phase = .running(cancelDelivered: true)
       return true
-    case .idle, .running(cancelDelivered: true), .finished:
+    case .idle:
+      cancelledWhileIdle = true
+      return false
+    case .running(cancelDelivered: true), .finished:
       return false
     }
   }

@@ -215,3 +215,43 @@ struct ConcurrentOperationTests {
     }
   }
 }
+
+/// An operation that finishes only when cancelled, and whose `isCancelled`, read by `start()`
+/// before it takes its lock, lets a `cancel()` on another thread run to its end right then (the
+/// value returned is the one read before that cancel).
+private final class CancelDuringStart: ConcurrentOperation, @unchecked Sendable {
+  // @unchecked Sendable: `armed` is only touched by the thread calling `start()`.
+  private var armed = true
+
+  override var isCancelled: Bool {
+    let value = super.isCancelled
+    if armed {
+      armed = false
+      let cancelled = DispatchSemaphore(value: 0)
+      Thread { [self] in
+        cancel()
+        cancelled.signal()
+      }.start()
+      _ = cancelled.wait(timeout: .now() + 30)
+    }
+    return value
+  }
+
+  override func operationStart() {}
+
+  override func operationCancelled() {
+    operationDone()
+  }
+}
+
+extension ConcurrentOperationTests {
+  /// A cancel that lands while `start()` runs but before it took its lock is not lost: the
+  /// operation starts cancelled (it used to run `operationStart()` and never hear of the cancel,
+  /// so an operation that finishes on cancel never finished).
+  @Test func aCancelLandingAsStartBeginsIsNotLost() async throws {
+    let operation = CancelDuringStart()
+    await onThread { operation.start() }
+    #expect(await operation.finishedSoon(within: 30))
+    #expect(operation.isCancelled)
+  }
+}

@@ -19,6 +19,17 @@ struct JobPhaseTests {
     #expect(JobPhase.initial.summary(queued: false) == "created")
   }
 
+  @Test func aCancelBeforeTheStartIsRememberedByTheOperation() {
+    var state = OperationState()
+    let deliverNow = state.cancel()
+    #expect(!deliverNow)
+    // `start()` read `isCancelled` before the cancel: the state still knows.
+    guard case .skipCancelled = state.start(isCancelled: false) else {
+      Issue.record("a cancel before the start was lost")
+      return
+    }
+  }
+
   @Test func mainRunsUnlessTheJobStoppedFirstAndOnlyOnce() {
     var running = JobPhase.initial
     let check3 = running.beginMain(on: 7)
