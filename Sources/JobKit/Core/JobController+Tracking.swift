@@ -2,8 +2,10 @@ import Foundation
 
 extension JobController {
   /// Registers `task` (with the node `makeNode` builds), hooks its finish and queues it on
-  /// `queue` (unless it waits for a slot of its group's limit). When called from `main()`, first
-  /// routes the tasks that already finished. Returns the node, or `nil` if it was not tracked.
+  /// `queue` (unless it waits for a slot of its group's limit). When called from `main()`, then
+  /// routes the tasks that had finished when it took the job's lock (taken with the same lock, so
+  /// `main()`'s thread, which tracks every task, takes it once less per task). Returns the node,
+  /// or `nil` if it was not tracked.
   @discardableResult
   func track(
     _ task: Operation,
@@ -11,8 +13,12 @@ extension JobController {
     replacing previous: TrackedTask? = nil,
     makeNode: (TaskGroupEntry) -> TrackedTask
   ) -> TrackedTask? {
-    let outcome = jobState.withLock { $0.track(task, queue: queue, replacing: previous, makeNode: makeNode) }
+    let thread = currentThreadID()
+    let (outcome, finishedBatch) = jobState.withLock { state in
+      (state.track(task, queue: queue, replacing: previous, makeNode: makeNode), state.beginRoutingInMain(on: thread))
+    }
     var tracked: TrackedTask?
+    var routesAgain = false
     switch outcome {
     case .jobFinished:
       reportMisuse(
@@ -42,6 +48,7 @@ extension JobController {
         reportMisuse(.taskAlreadyFinished, "\(type(of: task)) had already finished when tracked; routed at once")
         taskDidFinish(node)
         tracked = node
+        routesAgain = true
       case .observed(let mayQueue, let installedHook):
         // Before the task can start: its tracking time and start observer must be in place.
         if observesEvents {
@@ -61,7 +68,11 @@ extension JobController {
         tracked = node
       }
     }
-    routeFinishedInMain()
+    routeInMain(finishedBatch)
+    if routesAgain {
+      // The task that had finished before it was tracked is routed in this call too.
+      routeInMain(jobState.withLock { $0.beginRoutingInMain(on: thread) })
+    }
     return tracked
   }
 
@@ -75,10 +86,11 @@ extension JobController {
     }
   }
 
-  /// If the caller is `main()`, routes (per-task callbacks only) the tasks that finished so far,
-  /// so a `main()` that tracks many tasks does not hold every finished one until it returns.
-  private func routeFinishedInMain() {
-    var batch = jobState.withLock { $0.beginRoutingInMain(on: currentThreadID()) }
+  /// Routes (per-task callbacks only) `firstBatch`, taken by `JobState.beginRoutingInMain` for a
+  /// `track` call of `main()`, then what finished meanwhile, so a `main()` that tracks many tasks
+  /// does not hold every finished one until it returns. Does nothing for an empty batch.
+  private func routeInMain(_ firstBatch: [TrackedTask]) {
+    var batch = firstBatch
     while !batch.isEmpty {
       for node in batch {
         routeOne(node)
