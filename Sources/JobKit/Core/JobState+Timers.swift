@@ -7,7 +7,8 @@ extension JobState {
   /// A timeout is about to be scheduled for `node`. Returns `false` if the task already finished
   /// (or the job stops): then no timeout is needed.
   mutating func armTimeout(for node: TrackedTask) -> Bool {
-    guard !node.isSignalled, !phase.isStopping, let extras = node.extras else { return false }
+    // A retried attempt that already failed waits for its retry: it needs no timeout.
+    guard !node.isSignalled, !phase.isStopping, let extras = node.extras, !extras.retryPending else { return false }
     extras.timeoutArmed = true
     return true
   }

@@ -166,6 +166,18 @@ struct JobStateTests {
     #expect(check104)
   }
 
+  /// The attempt failed, and its retry began, before its timeout was armed (the caller arms it
+  /// after `track` returns): no timer is armed for it.
+  @Test func anAttemptThatFailedBeforeItsTimeoutWasArmedGetsNone() {
+    var state = started()
+    let node = track(Alpha(), in: &state)
+    node.extras = TaskExtras()
+    let retrying = state.beginRetry(of: node) != nil
+    #expect(retrying)
+    let armed = state.armTimeout(for: node)
+    #expect(!armed)
+  }
+
   @Test func anExpiredTimeoutMarksTheTaskTimedOutOnce() {
     var state = started()
     let node = track(Alpha(), in: &state)
