@@ -210,9 +210,9 @@ struct CommandQueueDrainedTests {
       return first.isFinished && second.isFinished
     }
     first.finish()
-    if mode == .sequential {
-      #expect(await second.startedLatch.opened())
-    }
+    // Sequential: second starts once first finished. Concurrent: it starts on its own, maybe
+    // later than first; finishing it before it started would be ignored (and it would never end).
+    #expect(await second.startedLatch.opened())
     second.finish()
     #expect(await waiter.value)
     await queue.drained()  // idle again: at once
