@@ -49,28 +49,37 @@ struct GroupCancelRaceTests {
     #expect(group.isCancelled && group.error == nil)
   }
 
-  /// Cancelled while its first task runs: that task finishes at once and is routed on the
-  /// cancelling thread, which must not let the group finish before the tasks it drops finished.
-  @Test func cancelWhileRunningWaitsForTheDroppedTasks() async throws {
+  /// Cancelled, or failed from another thread, while its first task runs: that task finishes at
+  /// once and is routed on the stopping thread, which must not let the group finish before the
+  /// tasks it drops finished (after a fail, they used to be dropped only once it had finished).
+  @Test(arguments: [false, true])
+  func stopWhileRunningWaitsForTheDroppedTasks(failing: Bool) async throws {
     let running = TestTask("running", finishesOnCancel: true)
     let gate = GateOnCancel()
     let after = BlockTask {}
     let group = SequentialGroup([running, gate, after])
     group.startJob()
     #expect(await running.startedLatch.opened())
-    let cancelReturned = Latch()
+    let stopReturned = Latch()
     Thread {
-      group.cancel()
-      cancelReturned.open()
+      if failing {
+        group.fail(TestError(1))
+      } else {
+        group.cancel()
+      }
+      stopReturned.open()
     }.start()
     #expect(await gate.entered.opened())
-    #expect(running.isFinished)
     #expect(!group.isFinished)
     gate.release.open()
-    #expect(await cancelReturned.opened())
-    #expect(gate.isFinished && after.isFinished)
+    #expect(await stopReturned.opened())
+    #expect(running.isFinished && gate.isFinished && after.isFinished)
     #expect(await group.finishedSoon())
-    #expect(group.isCancelled && group.error == nil)
+    if failing {
+      #expect(group.error as? TestError == TestError(1))
+    } else {
+      #expect(group.isCancelled && group.error == nil)
+    }
   }
 
   /// The model's shape: a parent cancels a nested group; neither finishes before the nested
@@ -109,31 +118,6 @@ struct GroupCancelRaceTests {
     #expect(group.isFinished)
     #expect(tasks.allSatisfy { $0.isFinished && $0.isCancelled })
     #expect(ran.value == 0)
-    #expect(group.error as? TestError == TestError(1))
-  }
-}
-
-extension GroupCancelRaceTests {
-  /// Failed from another thread while its first task runs: as for a cancel, the tasks it drops
-  /// finish before the group does (they used to be dropped only once the group had finished).
-  @Test func failWhileRunningWaitsForTheDroppedTasks() async throws {
-    let running = TestTask("running", finishesOnCancel: true)
-    let gate = GateOnCancel()
-    let after = BlockTask {}
-    let group = SequentialGroup([running, gate, after])
-    group.startJob()
-    #expect(await running.startedLatch.opened())
-    let failReturned = Latch()
-    Thread {
-      group.fail(TestError(1))
-      failReturned.open()
-    }.start()
-    #expect(await gate.entered.opened())
-    #expect(!group.isFinished)
-    gate.release.open()
-    #expect(await failReturned.opened())
-    #expect(gate.isFinished && after.isFinished)
-    #expect(await group.finishedSoon())
     #expect(group.error as? TestError == TestError(1))
   }
 }
