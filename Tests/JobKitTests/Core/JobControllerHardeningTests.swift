@@ -160,6 +160,7 @@ struct JobControllerHardeningTests {
     let clock = ManualClock()
     let log = Locked<[(attempt: Int, at: ContinuousClock.Instant)]>([])
     let routed = Locked<[Int]>([])
+    let mainReturned = Latch()
     let job = ScriptedJob { job in
       job.setMaxConcurrentTasks(1, forGroup: FlakyTask.self)
       job.trackAndQueue(retrying: RetryPolicy(maxAttempts: 3, jitter: false)) {
@@ -170,10 +171,14 @@ struct JobControllerHardeningTests {
       job.trackAndQueue(FlakyTask(attempt: 10, failingAttempts: [], log: log)) { task in
         routed.mutate { $0.append(task.attempt) }
       }
+      mainReturned.open()
     }
     job.clock = clock
     job.startJob()
     #expect(await clock.waitForScheduled(1))
+    // Attempt 1 can fail, and its retry delay be scheduled, before main() tracked task 10: end
+    // the delay only once task 10 waits for the slot (else attempt 2 may rightly take it first).
+    #expect(await mainReturned.waitOpen())
     clock.advance(by: .milliseconds(100))
     try await job.run()
     // Attempt 1 failed and gave the slot to the waiting task 10; attempt 2 queued behind it.
