@@ -95,22 +95,25 @@ struct TaskOptionsTests {
   @Test func aFailedAttemptsTimeoutIsDisarmedWhileItsRetryWaits() async throws {
     let clock = ManualClock()
     let log = Locked<[(attempt: Int, at: ContinuousClock.Instant)]>([])
-    let firstFailed = Latch()
+    // Attempt 1 fails when the test says so: only after its timeout was armed.
+    let first = ManualTask("attempt 1")
     let options = TaskOptions(
       timeout: .seconds(10), retry: RetryPolicy(maxAttempts: 2, initialDelay: .seconds(1), jitter: false))
     let job = ScriptedJob { job in
-      job.trackAndQueue(options: options) { attempt in
-        FlakyTask(attempt: attempt, failingAttempts: [1], log: log, finished: attempt == 1 ? firstFailed : nil)
+      job.trackAndQueue(options: options) { attempt -> Operation in
+        attempt == 1 ? first : FlakyTask(attempt: attempt, failingAttempts: [], log: log)
       }
     }
     job.clock = clock
     job.startJob()
-    #expect(await firstFailed.waitOpen())
-    #expect(await clock.waitForScheduled(2))  // attempt 1's timeout, then the retry delay
+    #expect(await first.startedLatch.waitOpen())
+    #expect(await clock.waitForScheduled(1))  // attempt 1's timeout
+    first.finish(error: TestError(1))
+    #expect(await clock.waitForScheduled(2))  // the retry delay
     #expect(await eventually { clock.pendingCount == 1 })  // only the retry delay is left
     clock.advance(by: .seconds(1))
     try await job.run()
-    #expect(log.value.map(\.attempt) == [1, 2])
+    #expect(log.value.map(\.attempt) == [2])
     #expect(job.failures.isEmpty)
     #expect(job.log.all == ["taskFinished", "group", "all"])
   }
