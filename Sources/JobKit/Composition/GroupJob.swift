@@ -121,24 +121,24 @@ open class GroupJob: JobController, @unchecked Sendable {
   }
 
   /// The job is being cancelled: the tasks not started yet are cancelled too, and finish before
-  /// the group can. A hold on the job, taken before the job stops, keeps it from finishing (on the
-  /// thread that routes its last task, or on a queue's thread starting it cancelled) until the
-  /// waiting tasks it drops were started untracked and finished here.
+  /// the group can (see `stopKeepingOpen`).
   override func cancellationRequested() {
-    let held = holdOpen()
-    super.cancellationRequested()
-    stopGroup()
-    if held {
-      releaseHold()
-    }
+    stopKeepingOpen { super.cancellationRequested() }
   }
 
   /// The job is being failed (``JobController/fail(_:)``, or a sequential group's stop on
   /// failure): as for a cancel, the tasks not started yet are cancelled and finish before the
   /// group can.
   override func failureRequested(_ error: any Error) {
+    stopKeepingOpen { super.failureRequested(error) }
+  }
+
+  /// Stops the job with `stopJob`, then drops the waiting tasks. A hold on the job, taken before
+  /// it stops, keeps it from finishing (on the thread that routes its last task, or on a queue's
+  /// thread starting it stopped) until the dropped tasks were started untracked and finished here.
+  private func stopKeepingOpen(_ stopJob: () -> Void) {
     let held = holdOpen()
-    super.failureRequested(error)
+    stopJob()
     stopGroup()
     if held {
       releaseHold()
