@@ -5,7 +5,7 @@ extension OperationState {
   /// job's `startJob`/`run()`, or `run()`/`runAndWait()` on a task). Returns `false` when a job
   /// or an earlier call already claimed it, or the operation already started.
   mutating func claimQueue() -> Bool {
-    guard phase == .idle, !queueClaimed else { return false }
+    guard phase.isIdle, !queueClaimed else { return false }
     queueClaimed = true
     return true
   }

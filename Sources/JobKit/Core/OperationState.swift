@@ -21,14 +21,21 @@ protocol OperationStartObserver: AnyObject, Sendable {
 /// which returns what the caller must do once the lock is released.
 struct OperationState {
   enum Phase: Equatable {
-    /// Not started yet.
-    case idle
+    /// Not started yet. `cancelled`: `cancel()` ran meanwhile (kept here because `start()` reads
+    /// Foundation's `isCancelled` before it takes the lock: a cancel landing in between would
+    /// otherwise be lost).
+    case idle(cancelled: Bool)
     /// Inside `operationStart()`. A `cancel()` arriving now is remembered and delivered to
     /// `operationCancelled()` after `operationStart()` returns.
     case starting(cancelPending: Bool)
     /// `operationStart()` returned; waiting for `operationDone`.
     case running(cancelDelivered: Bool)
     case finished
+
+    var isIdle: Bool {
+      if case .idle = self { return true }
+      return false
+    }
   }
 
   /// Zero, one or many observers, without an array allocation for the common single observer.
@@ -64,10 +71,7 @@ struct OperationState {
     }
   }
 
-  var phase = Phase.idle
-  /// `cancel()` ran before the operation started. Kept here because `start()` reads Foundation's
-  /// `isCancelled` before it takes the lock: a cancel landing in between would otherwise be lost.
-  var cancelledWhileIdle = false
+  var phase = Phase.idle(cancelled: false)
   var error: (any Error)?
   var observers = Observers.none
   var startObserver: (any OperationStartObserver)?
@@ -91,7 +95,7 @@ struct OperationState {
   }
 
   mutating func start(isCancelled: Bool) -> StartAction {
-    guard phase == .idle else { return .alreadyStarted }
+    guard case .idle(let cancelledWhileIdle) = phase else { return .alreadyStarted }
     phase = .starting(cancelPending: false)
     if isCancelled || cancelledWhileIdle { return .skipCancelled }
     defer { startObserver = nil }
@@ -100,7 +104,7 @@ struct OperationState {
 
   /// Registers the start observer. Returns `false` when the operation already started.
   mutating func setStartObserver(_ observer: any OperationStartObserver) -> Bool {
-    guard phase == .idle else { return false }
+    guard phase.isIdle else { return false }
     startObserver = observer
     return true
   }
@@ -123,7 +127,7 @@ struct OperationState {
       phase = .running(cancelDelivered: true)
       return true
     case .idle:
-      cancelledWhileIdle = true
+      phase = .idle(cancelled: true)
       return false
     case .running(cancelDelivered: true), .finished:
       return false
