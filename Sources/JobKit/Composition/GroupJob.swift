@@ -168,35 +168,44 @@ open class GroupJob: JobController, @unchecked Sendable {
   /// path. A refused hold means the job finished: the add is rejected.
   @discardableResult
   func addTask(_ task: Operation, reportingRejection: Bool) -> Bool {
-    var outcome = groupState.withLock { $0.add(task) }
-    var heldJob = false
-    if case .needsJobHold = outcome {
-      heldJob = holdOpen()
-      outcome = heldJob ? groupState.withLock { $0.add(task, jobHeld: true) } : .rejected
-    }
-    defer {
-      if heldJob {
-        releaseHold()
-      }
-    }
-    switch outcome {
-    case .rejected:
-      if reportingRejection {
-        reportMisuse(
-          .trackedAfterJobFinished,
-          "\(type(of: task)) was added to \(type(of: self)) after the group finished; it was not started"
-        )
-      }
-      return false
-    case .duplicate:
-      reportMisuse(.taskAlreadyTracked, "\(type(of: task)) was added to \(type(of: self)) twice; ignored")
-      return true
+    switch groupState.withLock({ $0.add(task) }) {
     case .accepted(let launch):
       self.launch(launch)
       return true
     case .needsJobHold:
-      preconditionFailure("GroupState asked for a job hold it was given")
+      guard holdOpen() else { return rejected(task, reporting: reportingRejection) }
+      defer { releaseHold() }
+      switch groupState.withLock({ $0.add(task, jobHeld: true) }) {
+      case .accepted(let launch):
+        self.launch(launch)
+        return true
+      case .rejected, .needsJobHold:
+        return rejected(task, reporting: reportingRejection)
+      case .duplicate:
+        return duplicate(task)
+      }
+    case .rejected:
+      return rejected(task, reporting: reportingRejection)
+    case .duplicate:
+      return duplicate(task)
     }
+  }
+
+  /// `task` was not added: the group is done. Returns `false`.
+  private func rejected(_ task: Operation, reporting: Bool) -> Bool {
+    if reporting {
+      reportMisuse(
+        .trackedAfterJobFinished,
+        "\(type(of: task)) was added to \(type(of: self)) after the group finished; it was not started"
+      )
+    }
+    return false
+  }
+
+  /// `task` is in the group already. Returns `true`.
+  private func duplicate(_ task: Operation) -> Bool {
+    reportMisuse(.taskAlreadyTracked, "\(type(of: task)) was added to \(type(of: self)) twice; ignored")
+    return true
   }
 
   /// Carries out `launch` (see ``GroupState/Launch``). Never called with a lock held.
