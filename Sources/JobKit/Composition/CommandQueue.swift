@@ -16,7 +16,9 @@ import Foundation
 /// added while a burst runs join it: in sequential mode they run after the ones added before, in
 /// concurrent mode they start at once (unlike MGCommand, whose concurrent auto-start group did
 /// not run them). A command added exactly as a burst finishes is never lost: it joins that burst
-/// if the burst still accepts it, otherwise it starts a new one. Every command sees ``context``.
+/// if the burst still accepts it, otherwise it starts a new one. In sequential mode a burst
+/// starts only once the one before it finished, so one command runs at a time, always. Every
+/// command sees ``context``.
 ///
 /// ### Drained
 /// ``onDrained`` is called once each time the last running burst finished and no newer one is
@@ -29,7 +31,10 @@ import Foundation
 /// ``pause()`` lets the running commands finish but starts no new one until ``resume()``;
 /// commands added meanwhile wait. The queue does not drain while commands wait. ``cancelAll()``
 /// cancels every command added so far: running ones as `cancel()` does, waiting ones so they
-/// finish without running. Commands added later run as usual.
+/// finish without running. Commands added later run as usual (in sequential mode, once the
+/// cancelled commands finished: one that ignores the cancel is waited for). A command added
+/// while another thread cancels or resumes is never lost: it runs, or is cancelled and
+/// finishes, before the queue drains (see <doc:RoutingAndThreads>, "Adding and stopping").
 ///
 /// Every member is safe to call from any thread.
 public final class CommandQueue: Sendable, OperationFinishObserver {
@@ -45,12 +50,13 @@ public final class CommandQueue: Sendable, OperationFinishObserver {
   public let mode: Mode
   /// The context shared with every command and nested group (see ``JobContext``).
   public let context: JobContext
-  private let state = LockedBox(CommandQueueState())
+  private let state: LockedBox<CommandQueueState>
 
   /// Creates an idle, running (not paused) queue. `context` is shared with every command.
   public init(mode: Mode, context: JobContext = JobContext()) {
     self.mode = mode
     self.context = context
+    state = LockedBox(CommandQueueState(isSequential: mode == .sequential))
   }
 
   /// Adds `command` and starts it as the ``mode`` says (see the type's documentation): at once
@@ -64,11 +70,8 @@ public final class CommandQueue: Sendable, OperationFinishObserver {
     while true {
       let (group, isNew) = claimBurst()
       let accepted = group.addTask(command, reportingRejection: false)
-      if isNew {
-        group.startJob()
-      }
-      let cancel = state.withLock { $0.addReturned(to: group, accepted: accepted) }
-      cancel?.cancel()
+      let start = state.withLock { $0.addReturned(to: group, accepted: accepted, installed: isNew) }
+      start?.startJob()
       if accepted {
         return
       }
@@ -151,12 +154,13 @@ public final class CommandQueue: Sendable, OperationFinishObserver {
     }
   }
 
-  /// A burst finished: call the drained handler if it was the last one, and resume the
-  /// `drained()` callers that waited for it.
+  /// A burst finished: start the burst that waited for it (sequential mode), call the drained
+  /// handler if it was the last one, and resume the `drained()` callers that waited for it.
   func operationDidFinish(_ operation: ConcurrentOperation) {
     guard let group = operation as? GroupJob else { return }
     let failures = group.failures
     let end = state.withLock { $0.burstFinished(group, failures: failures) }
+    end.start?.startJob()
     if let (handler, drained) = end.drained {
       handler(drained)
     }

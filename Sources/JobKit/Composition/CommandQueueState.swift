@@ -1,25 +1,43 @@
 import Foundation
 
 /// The state of one ``CommandQueue``: its bursts (the group jobs running its commands), which one
-/// takes new commands, the pause, and the failures to report when the queue drains. Changed only
-/// by the pure transitions below, under the queue's lock.
+/// takes new commands, which may start, the pause, and the failures to report when the queue
+/// drains. Changed only by the pure transitions below, under the queue's lock.
+///
+/// **Add versus stop.** Whether a command is cancelled with a burst or runs is decided by the
+/// burst's group, under its own lock (see ``GroupState``): an add racing `cancelAll()` is either
+/// cancelled and finished before the burst finishes, or rejected (the burst finished taking
+/// commands), and then `add` tries the next burst. So `cancelAll()` cancels every burst at once,
+/// and waits for nothing. **One burst at a time (sequential).** A burst starts only once the `add`
+/// that made it returned and, in sequential mode, every older burst finished, so a command added
+/// after `cancelAll()` never runs beside a cancelled one that ignores the cancel.
 struct CommandQueueState {
-  /// One unfinished burst. `adding` counts `add` calls between choosing the burst and the group's
-  /// `add` returning; a `cancelAll()` during one waits for it, so the command is cancelled with the
-  /// burst instead of slipping past it.
+  /// One unfinished burst.
   struct Burst {
     let group: GroupJob
-    var adding = 0
-    var cancelRequested = false
+    var start = Start.installing
   }
 
+  /// When a burst starts.
+  enum Start: Equatable {
+    /// The `add` that made it has not returned: it starts the burst when it does (unless an
+    /// older burst has not finished, in sequential mode: then the burst waits).
+    case installing
+    /// Sequential mode: waits for the older bursts to finish; the last of them to finish
+    /// starts it.
+    case waiting
+    case started
+  }
+
+  /// Whether a burst waits for the older ones to finish before it starts.
+  let isSequential: Bool
   var isPaused = false
   /// Bumped by every pause and resume, so a group applies them in order (see ``GroupState/Hold``).
   var holdGeneration: UInt64 = 0
   /// The burst new commands join, if one is running and still accepting.
   var open: ObjectIdentifier?
-  /// Every burst that has not finished.
-  var bursts: [ObjectIdentifier: Burst] = [:]
+  /// Every burst that has not finished, oldest first.
+  var bursts: [Burst] = []
   /// Failures of the bursts finished since the queue last drained.
   var failures: [TaskFailure] = []
   var onDrained: (@Sendable ([TaskFailure]) -> Void)?
@@ -35,24 +53,34 @@ struct CommandQueueState {
     case waiting(pending: Set<ObjectIdentifier>, CheckedContinuation<Void, Never>)
   }
 
+  init(isSequential: Bool) {
+    self.isSequential = isSequential
+  }
+
+  private func index(of group: GroupJob) -> Int? {
+    bursts.firstIndex { $0.group === group }
+  }
+
   enum Claim {
-    /// Add the command to this running burst.
+    /// Add the command to this burst.
     case join(GroupJob)
     /// No burst takes commands: make one and call `install`.
     case needsBurst
   }
 
   /// An `add` wants a burst to join.
-  mutating func claim() -> Claim {
-    guard let id = open, bursts[id] != nil else { return .needsBurst }
-    bursts[id]?.adding += 1
-    return .join(bursts[id]!.group)
+  func claim() -> Claim {
+    guard let id = open, let burst = bursts.first(where: { ObjectIdentifier($0.group) == id }) else {
+      return .needsBurst
+    }
+    return .join(burst.group)
   }
 
   enum Install {
     /// Another `add` installed a burst first: join that one (the fresh group is dropped unstarted).
     case join(GroupJob)
-    /// `group` is now the open burst: hold it as given, add the command, then start it.
+    /// `group` is now the open burst: hold it as given, add the command, then call
+    /// `addReturned(to:accepted:installed: true)`, which says whether to start it.
     case installed(held: Bool, generation: UInt64)
   }
 
@@ -60,66 +88,67 @@ struct CommandQueueState {
     if case .join(let existing) = claim() {
       return .join(existing)
     }
-    let id = ObjectIdentifier(group)
-    bursts[id] = Burst(group: group, adding: 1)
-    open = id
+    bursts.append(Burst(group: group))
+    open = ObjectIdentifier(group)
     return .installed(held: isPaused, generation: holdGeneration)
   }
 
   /// The group's `add` returned; `accepted` is `false` if the burst had already finished taking
-  /// commands. Returns the burst to cancel now, if a `cancelAll()` waited for this add.
-  mutating func addReturned(to group: GroupJob, accepted: Bool) -> GroupJob? {
-    let id = ObjectIdentifier(group)
-    guard var burst = bursts[id] else { return nil }
-    if !accepted, open == id {
+  /// commands (new commands then go to a new burst); `installed` if this `add` made the burst.
+  /// Returns the burst to start now: the one this `add` made, unless it must wait for older
+  /// bursts (sequential mode; the last of them to finish starts it).
+  mutating func addReturned(to group: GroupJob, accepted: Bool, installed: Bool) -> GroupJob? {
+    guard let index = index(of: group) else { return nil }
+    if !accepted, open == ObjectIdentifier(group) {
       open = nil
     }
-    burst.adding -= 1
-    let cancelNow = burst.adding == 0 && burst.cancelRequested
-    if cancelNow {
-      burst.cancelRequested = false
+    guard installed, bursts[index].start == .installing else { return nil }
+    if isSequential && index > 0 {
+      bursts[index].start = .waiting
+      return nil
     }
-    bursts[id] = burst
-    return cancelNow ? burst.group : nil
+    bursts[index].start = .started
+    return group
   }
 
   /// Pauses or resumes. Returns the generation and the bursts to apply it to.
   mutating func setPaused(_ paused: Bool) -> (generation: UInt64, groups: [GroupJob]) {
     isPaused = paused
     holdGeneration += 1
-    return (holdGeneration, bursts.values.map(\.group))
+    return (holdGeneration, bursts.map(\.group))
   }
 
-  /// `cancelAll()`. Returns the bursts to cancel now; those with an `add` in flight are cancelled
-  /// when it returns. New commands go to a new burst.
+  /// `cancelAll()`. Returns every unfinished burst, to cancel now (an `add` racing it is decided
+  /// by the burst's group: see the type's documentation). New commands go to a new burst.
   mutating func cancelAll() -> [GroupJob] {
     open = nil
-    var now: [GroupJob] = []
-    for (id, burst) in bursts {
-      if burst.adding > 0 {
-        bursts[id]?.cancelRequested = true
-      } else {
-        now.append(burst.group)
-      }
-    }
-    return now
+    return bursts.map(\.group)
   }
 
-  /// What to do once a burst finished: call the drained handler, resume `drained()` callers.
+  /// What to do once a burst finished: start the next burst, call the drained handler, resume
+  /// `drained()` callers.
   struct BurstEnd {
+    /// Sequential mode: the burst that waited for this one, to start now.
+    var start: GroupJob?
     var drained: (handler: @Sendable ([TaskFailure]) -> Void, failures: [TaskFailure])?
     var waiters: [CheckedContinuation<Void, Never>] = []
   }
 
-  /// A burst finished with `failures`. Returns the drained handler and the failures to pass it
-  /// when no burst is left, and the `drained()` callers whose bursts have all finished.
+  /// A burst finished with `failures`. Returns the burst to start next (sequential mode), the
+  /// drained handler and the failures to pass it when no burst is left, and the `drained()`
+  /// callers whose bursts have all finished.
   mutating func burstFinished(_ group: GroupJob, failures burstFailures: [TaskFailure]) -> BurstEnd {
+    guard let index = index(of: group) else { return BurstEnd() }
+    bursts.remove(at: index)
     let id = ObjectIdentifier(group)
-    guard bursts.removeValue(forKey: id) != nil else { return BurstEnd() }
     if open == id {
       open = nil
     }
     var end = BurstEnd()
+    if isSequential, let next = bursts.first, next.start == .waiting {
+      bursts[0].start = .started
+      end.start = next.group
+    }
     for (waiter, wait) in drainWaiters {
       guard case .waiting(var pending, let continuation) = wait else { continue }
       pending.remove(id)
@@ -154,7 +183,7 @@ struct CommandQueueState {
       drainWaiters[id] = nil
       return false
     }
-    drainWaiters[id] = .waiting(pending: Set(bursts.keys), continuation)
+    drainWaiters[id] = .waiting(pending: Set(bursts.map { ObjectIdentifier($0.group) }), continuation)
     return true
   }
 

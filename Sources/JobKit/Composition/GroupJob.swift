@@ -12,9 +12,14 @@ import Foundation
 /// that starts what comes next. A group collects failures (its ``JobController/failurePolicy``
 /// is ``FailurePolicy/collect``), so a group with failed tasks finishes with ``JobFailures``.
 /// A cancel, a stop on failure, or the group's finish cancels the tasks still waiting and starts
-/// them untracked, so they finish at once without running their work. After a cancel, or a stop
-/// before the group started, that happens before the group can finish (a task that is not ready
-/// yet is queued instead and finishes, without running, once it is ready).
+/// them untracked, so they finish at once without running their work. After a cancel or a stop
+/// on failure, that happens before the group can finish (a task that is not ready yet is tracked
+/// instead, so the group waits until it finished, without running, once ready).
+///
+/// Adding and stopping follow one rule (see <doc:RoutingAndThreads>, "Adding and stopping"):
+/// each add is decided under the group's lock, and an add that hands a task out from another
+/// thread holds the job until the task is tracked, so a group never finishes before a task it
+/// accepted finished: the task runs, or is cancelled and finishes without running.
 ///
 /// A group made with `init(taking:)` pulls tasks from its sequence in `main()` and in the
 /// per-task callback of each task it pulled, serially, never holding a lock, and never more than
@@ -75,8 +80,11 @@ open class GroupJob: JobController, @unchecked Sendable {
   /// ``JobKitError/Code/trackedAfterJobFinished`` (in ``ConcurrentOperation/misuses`` and to
   /// ``JobKitDiagnostics``); adding one twice is reported as
   /// ``JobKitError/Code/taskAlreadyTracked`` and ignored. Adding to a group that is being
-  /// cancelled cancels the task and lets it finish without running. Do not add a task that is in
-  /// a queue already: the group queues it itself.
+  /// cancelled or failed cancels the task, which finishes without running, before the group
+  /// finishes. An add racing the group's cancel (or fail, or finish) from another thread has
+  /// one of these outcomes, never another: the task is accepted and runs (or is cancelled) and
+  /// finishes before the group, or it is rejected as after the finish. Do not add a task that is
+  /// in a queue already: the group queues it itself.
   public func add(_ task: Operation) {
     addTask(task, reportingRejection: true)
   }
@@ -110,7 +118,7 @@ open class GroupJob: JobController, @unchecked Sendable {
   /// other callbacks, on the thread that routed the last task.
   public final override func allTasksFinished() {
     switch groupState.withLock({ $0.allTasksFinished() }) {
-    case .finish:
+    case .finish, .keepOpen:
       break
     case .holdOpen:
       holdOpen()
@@ -153,31 +161,58 @@ open class GroupJob: JobController, @unchecked Sendable {
 
   /// Adds `task`. Returns `false`, changing nothing, when the group is done; that is reported as
   /// ``JobKitError/Code/trackedAfterJobFinished`` if `reportingRejection` is `true`.
+  ///
+  /// An add that would hand the task out (start it, or have the stopping job track it) from
+  /// this thread first takes a hold on the job, then decides again (``GroupState/add(_:jobHeld:)``)
+  /// and releases the hold once the task is tracked: the job cannot finish in between, by any
+  /// path. A refused hold means the job finished: the add is rejected.
   @discardableResult
   func addTask(_ task: Operation, reportingRejection: Bool) -> Bool {
     switch groupState.withLock({ $0.add(task) }) {
-    case .rejected:
-      if reportingRejection {
-        reportMisuse(
-          .trackedAfterJobFinished,
-          "\(type(of: task)) was added to \(type(of: self)) after the group finished; it was not started"
-        )
-      }
-      return false
-    case .duplicate:
-      reportMisuse(.taskAlreadyTracked, "\(type(of: task)) was added to \(type(of: self)) twice; ignored")
-      return true
     case .accepted(let launch):
       self.launch(launch)
       return true
+    case .needsJobHold:
+      guard holdOpen() else { return rejected(task, reporting: reportingRejection) }
+      defer { releaseHold() }
+      switch groupState.withLock({ $0.add(task, jobHeld: true) }) {
+      case .accepted(let launch):
+        self.launch(launch)
+        return true
+      case .rejected, .needsJobHold:
+        return rejected(task, reporting: reportingRejection)
+      case .duplicate:
+        return duplicate(task)
+      }
+    case .rejected:
+      return rejected(task, reporting: reportingRejection)
+    case .duplicate:
+      return duplicate(task)
     }
+  }
+
+  /// `task` was not added: the group is done. Returns `false`.
+  private func rejected(_ task: Operation, reporting: Bool) -> Bool {
+    if reporting {
+      reportMisuse(
+        .trackedAfterJobFinished,
+        "\(type(of: task)) was added to \(type(of: self)) after the group finished; it was not started"
+      )
+    }
+    return false
+  }
+
+  /// `task` is in the group already. Returns `true`.
+  private func duplicate(_ task: Operation) -> Bool {
+    reportMisuse(.taskAlreadyTracked, "\(type(of: task)) was added to \(type(of: self)) twice; ignored")
+    return true
   }
 
   /// Carries out `launch` (see ``GroupState/Launch``). Never called with a lock held.
   func launch(_ launch: GroupState.Launch) {
     if launch.cancelled {
       for task in launch.tasks {
-        finishCancelled(task)
+        finishCancelled(task, jobWaits: launch.jobWaits)
       }
     } else if !launch.tasks.isEmpty, let taskCompletion {
       for task in launch.tasks {
@@ -195,14 +230,18 @@ open class GroupJob: JobController, @unchecked Sendable {
   }
 
   /// Cancels `task`, which was never started, and starts it on this thread, untracked, so it
-  /// finishes at once without running its work. A task that is not ready yet goes to the queue,
-  /// which starts it as soon as it is; one that runs or finished elsewhere is left alone (queueing
-  /// it again would be a fatal error in Foundation).
-  private func finishCancelled(_ task: Operation) {
+  /// finishes at once without running its work. A task that is not ready yet is tracked with the
+  /// job if `jobWaits` (the job is stopping and cannot finish meanwhile: it queues the task and
+  /// waits for it), else (the job finished) goes to the queue, which starts it as soon as it is
+  /// ready; one that runs or finished elsewhere is left alone (queueing it again would be a
+  /// fatal error in Foundation).
+  private func finishCancelled(_ task: Operation, jobWaits: Bool) {
     task.cancel()
     guard !task.isExecuting && !task.isFinished else { return }
     if task.isReady {
       task.start()
+    } else if jobWaits {
+      trackAndQueue(task)
     } else {
       taskQueue.addOperation(task)
     }
@@ -265,9 +304,20 @@ open class GroupJob: JobController, @unchecked Sendable {
     launch(groupState.withLock { $0.stop() })
   }
 
-  /// Pauses or resumes starting tasks (see ``GroupState/Hold``).
+  /// Pauses or resumes starting tasks (see ``GroupState/Hold``). A resume that starts held tasks
+  /// holds the job until they are tracked, as an add does (see `addTask`).
   func setHeld(_ isHeld: Bool, generation: UInt64) {
-    launch(groupState.withLock { $0.setHold(isHeld, generation: generation) })
+    switch groupState.withLock({ $0.setHold(isHeld, generation: generation) }) {
+    case .launch(let launch):
+      self.launch(launch)
+    case .needsJobHold:
+      // Refused: the job finished, and nothing waits to start any more.
+      guard holdOpen() else { return }
+      if case .launch(let launch) = groupState.withLock({ $0.setHold(isHeld, generation: generation, jobHeld: true) }) {
+        self.launch(launch)
+      }
+      releaseHold()
+    }
   }
 
   /// Makes `context` this group's context (see ``ContextSharing``).

@@ -5,12 +5,24 @@ import Foundation
 /// tasks. Changed only by the pure transitions below, under the group's lock; each returns a
 /// ``Launch`` (or an outcome carrying one) the caller carries out after releasing it.
 ///
-/// A task is tracked with the job only when it starts; until then it waits in `pending`. While
-/// the group runs, a start happens either inside one of the job's callbacks (the job cannot
-/// finish meanwhile) or from another thread (`add`, a resume), which counts as *in flight* until
-/// the task is tracked. `allTasksFinished()` closes the group only when nothing is in flight and
-/// no held task waits; otherwise it takes a hold on the job (`JobController.holdOpen()`), which
-/// keeps the job from finishing until the group releases it.
+/// A task is tracked with the job only when it starts; until then it waits in `pending`.
+///
+/// **Add versus stop.** Every add is decided in one transition, under the group's lock, into an
+/// outcome that guarantees the task finishes before the group does: before `main()` it waits in
+/// `pending` (which the start takes or a stop drops, under the same lock); once the group runs
+/// or stops, an add that would hand a task out from another thread (`add`, a resume) first needs
+/// a hold on the job (`JobController.holdOpen()`, taken *before* the transition: `.needsJobHold`
+/// asks for it), so no way of finishing the job (a cancel, a fail, a `.failFast` failure, the
+/// last task's routing) can finish it before the task is tracked. Such a start counts as *in
+/// flight* until its task is tracked. A running group queues the task (or keeps it in `pending`
+/// until its turn); a stopping group has the job track it, which cancels it and waits for it; a
+/// group whose job finished (the hold is refused) or that closed rejects it, changing nothing.
+/// A stop drops `pending` (the dropped tasks are cancelled and finish before the job can) and
+/// never waits for anything else: the adds in flight hold the job themselves.
+///
+/// `allTasksFinished()` closes the group only when nothing is in flight and no held task waits;
+/// with held tasks waiting it takes a hold on the job, which keeps the job from finishing until
+/// the group releases it.
 ///
 /// A group with a task source (`TaskSource`) pulls its tasks only inside `main()` and the job's
 /// per-task callbacks, one slot at a time (`reservePull()`, then `pulled(_:)`), so the job cannot
@@ -52,7 +64,7 @@ struct GroupState {
   }
 
   /// Whether the group keeps its job from finishing (the job's keep-alive hold, see
-  /// `JobController.holdOpen()`), because a start is in flight or held tasks wait.
+  /// `JobController.holdOpen()`), because held tasks wait.
   enum KeepAlive {
     case none
     /// `allTasksFinished()` is taking a hold.
@@ -62,12 +74,14 @@ struct GroupState {
   }
 
   /// What the caller does after a transition: track and queue `tasks` with the group's context
-  /// (or, if `cancelled`, cancel them and start them untracked so they finish without running),
-  /// then, if `inFlight`, end the in-flight start, then release the job's hold if
-  /// `releasesHold`.
+  /// (or, if `cancelled`, cancel them and start them untracked so they finish without running;
+  /// if `jobWaits`, the job is stopping and cannot finish meanwhile, so one that is not ready is
+  /// tracked with the job instead, which queues it and waits for it), then, if `inFlight`, end
+  /// the in-flight start, then release the group's keep-alive hold if `releasesHold`.
   struct Launch {
     var tasks = Tasks.none
     var cancelled = false
+    var jobWaits = false
     var inFlight = false
     var context: JobContext
     var releasesHold = false
@@ -121,7 +135,7 @@ struct GroupState {
   var current: Operation?
   /// Every added task not routed or dropped yet, so adding one twice is caught.
   var members: Set<OperationKey> = []
-  /// Starts from outside the job's callbacks whose task is not tracked yet.
+  /// Starts from outside the job's callbacks whose task is not tracked yet (each holds the job).
   var inFlight = 0
   var keepAlive = KeepAlive.none
   /// `nil` for a group without a source.
@@ -140,7 +154,16 @@ struct GroupState {
   }
 
   private var needsKeepAlive: Bool {
-    inFlight > 0 || (hold.isHeld && !pending.isEmpty)
+    hold.isHeld && !pending.isEmpty
+  }
+
+  /// Whether a task appended to `pending` now would start at once (from the adding thread).
+  private var startsAtOnce: Bool {
+    guard phase == .running, !hold.isHeld else { return false }
+    switch mode {
+    case .concurrent: return true
+    case .sequential: return current == nil && !sourceIsOpen
+    }
   }
 
   private func launch(_ tasks: Tasks = .none, cancelled: Bool = false) -> Launch {
@@ -150,25 +173,46 @@ struct GroupState {
   // MARK: Adding
 
   enum AddOutcome {
+    /// Carry out the launch: the task waits, starts, or (stopping) is tracked and cancelled.
     case accepted(Launch)
+    /// The task would be handed out from outside the job's callbacks: take a hold on the job
+    /// (`JobController.holdOpen()`), then add again with `jobHeld: true`; if the hold is
+    /// refused, the job finished: the add is rejected. Nothing changed.
+    case needsJobHold
     /// The group is done: report, change nothing.
     case rejected
     /// The task is already in the group: report, ignore.
     case duplicate
   }
 
-  /// `add(task)` from any thread.
-  mutating func add(_ task: Operation) -> AddOutcome {
-    guard phase != .closed else { return .rejected }
-    guard phase != .stopping else {
-      return members.contains(OperationKey(task)) ? .duplicate : .accepted(launch(.one(task), cancelled: true))
+  /// `add(task)` from any thread; `jobHeld` once the caller holds the job (see `AddOutcome`).
+  /// Before `main()`, and while a task the add would wait behind runs or the group is held, no
+  /// hold is needed: the task waits in `pending`, which the group's callbacks, a resume (which
+  /// holds the job) or a stop take under this lock.
+  mutating func add(_ task: Operation, jobHeld: Bool = false) -> AddOutcome {
+    switch phase {
+    case .closed:
+      return .rejected
+    case .waiting:
+      break
+    case .running:
+      if !jobHeld && startsAtOnce { return .needsJobHold }
+    case .stopping:
+      guard jobHeld else { return .needsJobHold }
+      guard members.insert(OperationKey(task)).inserted else { return .duplicate }
+      // Tracked with the stopping job, which cancels it, queues it and waits for it.
+      inFlight += 1
+      var result = launch(.one(task))
+      result.inFlight = true
+      return .accepted(result)
     }
     guard members.insert(OperationKey(task)).inserted else { return .duplicate }
     pending.append(task)
     return .accepted(startFromOutside())
   }
 
-  /// Starts what may start now, from a thread that is not running one of the job's callbacks.
+  /// Starts what may start now, from a thread that is not running one of the job's callbacks
+  /// (and holds the job, if anything starts).
   private mutating func startFromOutside() -> Launch {
     // Taken first: `launch(takeStartable())` would copy the whole state to call `launch`.
     let startable = takeStartable()
@@ -276,7 +320,9 @@ struct GroupState {
     }
     guard phase == .running else {
       source?.running -= 1
-      return .stop(launch(.one(task), cancelled: true))
+      var result = launch(.one(task), cancelled: true)
+      result.jobWaits = phase == .stopping
+      return .stop(result)
     }
     guard members.insert(OperationKey(task)).inserted else {
       source?.running -= 1
@@ -288,20 +334,36 @@ struct GroupState {
     return .start(task, context)
   }
 
-  /// Holds or releases the group (from any thread).
-  mutating func setHold(_ isHeld: Bool, generation: UInt64) -> Launch {
-    guard generation >= hold.generation else { return launch() }
+  enum HoldOutcome {
+    case launch(Launch)
+    /// The release would start held tasks from outside the job's callbacks: take a hold on the
+    /// job, then set the hold again with `jobHeld: true` (see `AddOutcome.needsJobHold`).
+    /// Nothing changed.
+    case needsJobHold
+  }
+
+  /// Holds or releases the group (from any thread); `jobHeld` once the caller holds the job.
+  mutating func setHold(_ isHeld: Bool, generation: UInt64, jobHeld: Bool = false) -> HoldOutcome {
+    guard generation >= hold.generation else { return .launch(launch()) }
+    let previous = hold
     hold = Hold(isHeld: isHeld, generation: generation)
-    return startFromOutside()
+    if !jobHeld, startsAtOnce, !pending.isEmpty {
+      hold = previous
+      return .needsJobHold
+    }
+    return .launch(startFromOutside())
   }
 
   // MARK: Stopping and finishing
 
-  /// The job is cancelled or failing: the waiting tasks are cancelled and never start their work.
+  /// The job is cancelled or failing (the caller holds the job, or its router): the waiting
+  /// tasks are cancelled and never start their work, and finish before the job can. Adds in
+  /// flight are not waited for here: each holds the job until its task is tracked.
   mutating func stop() -> Launch {
     guard phase == .waiting || phase == .running else { return launch() }
     phase = .stopping
     var result = dropPending()
+    result.jobWaits = true
     result.releasesHold = releaseHoldIfUnneeded()
     return result
   }
@@ -326,12 +388,16 @@ struct GroupState {
   enum Completion {
     /// Let the job finish.
     case finish
+    /// A start is in flight: it holds the job, which therefore does not finish now, and calls
+    /// `allTasksFinished()` again once the start released its hold. Do nothing.
+    case keepOpen
     /// Take a hold on the job (`JobController.holdOpen()`), then call `holdTaken`.
     case holdOpen
   }
 
   /// The job's `allTasksFinished()`: close unless a start is in flight or held tasks wait.
   mutating func allTasksFinished() -> Completion {
+    guard inFlight == 0 else { return .keepOpen }
     guard !needsKeepAlive else {
       keepAlive = .taking
       return .holdOpen
