@@ -1,0 +1,61 @@
+import Foundation
+import JobKit
+
+/// A composition workflow whose root was queued.
+struct RunningComposition {
+  let plan: CompositionPlan
+  let log: CompositionLog
+  let box: OutcomeBox
+  let queue: OperationQueue
+  let started: Date
+
+  /// The root finished and every operation made for the workflow ran its completion block.
+  var isDone: Bool { box.outcome != nil && log.allCompleted }
+}
+
+/// Starts composition workflows and checks them once they are done.
+enum CompositionRunner {
+  static func start(_ plan: CompositionPlan) -> RunningComposition {
+    let log = CompositionLog(plan: plan)
+    let root = CompositionBuilder(log: log).build(plan.root)
+    let queue = OperationQueue()
+    queue.name = "ModelBasedComposition.root"
+    queue.addOperation(root)
+    CompositionStorms.fire(log.claimStartStorms(), log: log)
+    let box = OutcomeBox()
+    Task {
+      do { try await (root as? ConcurrentOperation)?.waitForFinish() } catch { return box.set(error) }
+      box.set(nil)
+    }
+    return RunningComposition(plan: plan, log: log, box: box, queue: queue, started: Date())
+  }
+
+  /// Checks a done workflow, then drops the operations it kept (the leak check follows).
+  static func finish(_ running: RunningComposition) -> WorkflowResult {
+    let events = running.log.events
+    let checks = CompositionChecks(plan: running.plan, events: events)
+    running.log.drop()
+    return WorkflowResult(
+      seed: running.plan.seed, description: running.plan.summary, violations: checks.violations,
+      watched: events.watched)
+  }
+
+  /// The violations of a workflow that did not finish in time: what never finished.
+  static func hang(_ running: RunningComposition, seconds: Double) -> WorkflowResult {
+    let events = running.log.events
+    var lines = [
+      "hang: the workflow did not finish within \(Int(seconds)) s (root done: \(running.box.outcome != nil))"
+    ]
+    for (key, operation) in events.operations.sorted(by: { $0.key.node < $1.key.node }) {
+      if !operation.isFinished {
+        lines.append("unfinished \(key) (\(type(of: operation)), cancelled: \(operation.isCancelled))")
+        if let job = operation as? JobController { lines.append(job.debugDescription) }
+      } else if events.completions[key] == nil {
+        lines.append("\(key) finished, its completionBlock never ran")
+      }
+    }
+    lines.append("storms struck: \(events.struck.filter { $0.value > 0 }.keys.sorted())")
+    running.log.drop()
+    return WorkflowResult(seed: running.plan.seed, description: running.plan.summary, violations: lines, watched: [])
+  }
+}
