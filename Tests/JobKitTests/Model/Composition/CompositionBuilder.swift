@@ -27,10 +27,11 @@ struct CompositionBuilder: Sendable {
       let group: SequentialGroup
       if taking {
         let log = log
-        group = SequentialGroup(taking: zip(node.children, children).lazy.map { child, make in
-          log.added(child.id)
-          return make()
-        })
+        group = SequentialGroup(
+          taking: zip(node.children, children).lazy.map { child, make in
+            log.added(child.id)
+            return make()
+          })
       } else {
         group = SequentialGroup(handOver(node.children, children))
       }

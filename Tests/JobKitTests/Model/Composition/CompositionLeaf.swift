@@ -3,7 +3,7 @@ import JobKit
 
 /// A leaf of a composition tree: records its run, fires the storms its start and end trigger,
 /// and (if its spec says so) adds its parent's late children from a thread of its own before
-/// it finishes.
+/// it finishes, ignoring a cancel until then.
 class CompositionLeaf: ConcurrentOperation, @unchecked Sendable {
   // @unchecked Sendable: `ended` is behind a lock; every other stored property is immutable.
   let node: Int
@@ -43,7 +43,9 @@ class CompositionLeaf: ConcurrentOperation, @unchecked Sendable {
   }
 
   override func operationCancelled() {
-    if spec.honorsCancel { end(error: nil) }
+    // An adder keeps running until its adds returned, so its group is still running when they
+    // arrive (an add to a finished group is documented to change nothing).
+    if spec.honorsCancel && addLate == nil { end(error: nil) }
   }
 
   /// Ends the run once (a cancel may race the work's own end).

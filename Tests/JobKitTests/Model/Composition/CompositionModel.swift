@@ -140,7 +140,9 @@ struct CompositionModel {
       if stopsOnFailure && expectation.mayFail { disturbRest = true }
     }
     // Late children are added by a leaf child while it runs: reached only if it surely ran.
-    let adder = node.children.firstIndex { if case .leaf(let spec) = $0.kind { return spec.addsLate } else { return false } }
+    let adder = node.children.firstIndex {
+      if case .leaf(let spec) = $0.kind { return spec.addsLate } else { return false }
+    }
     let adderRuns = adder.map { children[$0].mustRun } ?? false
     for child in node.late {
       let expectation = expect(

@@ -58,20 +58,26 @@ enum CompositionOrderChecks {
     if node.kind.isSequential {
       if case .pipeline = node.kind {
         let steps = (events.steps[node.id] ?? []).map(\.record)
-        if maxOverlap(steps.map { ($0.start, $0.end ?? Int.max) }) > 1 { violation("n\(node.id): two steps ran at once") }
+        if maxOverlap(steps.map { ($0.start, $0.end ?? Int.max) }) > 1 {
+          violation("n\(node.id): two steps ran at once")
+        }
       } else {
         checkOneAtATime(node, all.filter { events.added[$0.id] != nil }, events, violation)
       }
     }
     if case .job(let limit?) = node.kind {
       let limited = all.filter { if case .leaf(let spec) = $0.kind { return spec.limited } else { return false } }
-      let spans = limited.flatMap { child in events.runs.filter { $0.node == child.id } }.map { ($0.start, $0.end ?? Int.max) }
+      let spans = limited.flatMap { child in events.runs.filter { $0.node == child.id } }.map {
+        ($0.start, $0.end ?? Int.max)
+      }
       let most = maxOverlap(spans)
       if most > limit { violation("n\(node.id): \(most) LimitedLeafs ran at once, the limit is \(limit)") }
     }
     if case .concurrent(let takingMax?) = node.kind {
       let most = maxOverlap(node.children.compactMap { span(runs(of: $0, events)) })
-      if most > takingMax { violation("n\(node.id): \(most) tasks of its sequence ran at once, maxRunning is \(takingMax)") }
+      if most > takingMax {
+        violation("n\(node.id): \(most) tasks of its sequence ran at once, maxRunning is \(takingMax)")
+      }
     }
     let finished = events.completions[NodeAttempt(node: node.id, attempt: 1)]?.first ?? Int.max
     let lastEnd = runs(of: node, events).map { $0.end ?? Int.max }.max() ?? Int.min

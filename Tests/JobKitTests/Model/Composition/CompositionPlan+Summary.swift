@@ -13,7 +13,8 @@ extension CompositionPlan {
     var text = "n\(node.id) "
     switch node.kind {
     case .leaf(let spec):
-      text += "leaf(\(spec.finish)\(spec.fails ? ",fails" : "")\(spec.honorsCancel ? ",honors" : "")"
+      text +=
+        "leaf(\(spec.finish)\(spec.fails ? ",fails" : "")\(spec.honorsCancel ? ",honors" : "")"
         + "\(spec.limited ? ",limited" : "")\(spec.addsLate ? ",adds" : ""))"
     case .sequential(let stops, let taking): text += "seq(\(stops ? "stops," : "")\(taking ? "taking" : "array"))"
     case .concurrent(let takingMax): text += "conc(\(takingMax.map { "taking \($0)" } ?? "array"))"

@@ -31,10 +31,11 @@ enum CompositionRunner {
   }
 
   /// Checks a done workflow, then drops the operations it kept (the leak check follows).
-  static func finish(_ running: RunningComposition) -> WorkflowResult {
+  static func finish(_ running: RunningComposition, stats: inout CompositionStats) -> WorkflowResult {
     let events = running.log.events
     let checks = CompositionChecks(plan: running.plan, events: events)
     running.log.drop()
+    stats.add(events)
     return WorkflowResult(
       seed: running.plan.seed, description: running.plan.summary, violations: checks.violations,
       watched: events.watched)
@@ -57,5 +58,27 @@ enum CompositionRunner {
     lines.append("storms struck: \(events.struck.filter { $0.value > 0 }.keys.sorted())")
     running.log.drop()
     return WorkflowResult(seed: running.plan.seed, description: running.plan.summary, violations: lines, watched: [])
+  }
+}
+
+/// What the checked workflows did, in all: shows the storms and runs the checks saw.
+struct CompositionStats: CustomStringConvertible {
+  var operations = 0
+  var leafRuns = 0
+  var steps = 0
+  var storms = 0
+  var drains = 0
+
+  mutating func add(_ events: CompositionEvents) {
+    operations += events.made.count
+    leafRuns += events.runs.count
+    steps += events.steps.values.reduce(0) { $0 + $1.count }
+    storms += events.struck.values.filter { $0 > 0 }.count
+    drains += events.drains.values.reduce(0) { $0 + $1.count }
+  }
+
+  var description: String {
+    "\(operations) operations, \(leafRuns) leaf runs, \(steps) pipeline steps, \(storms) storms struck,"
+      + " \(drains) onDrained calls"
   }
 }

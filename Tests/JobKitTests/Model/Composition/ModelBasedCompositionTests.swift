@@ -36,18 +36,20 @@ struct ModelBasedCompositionTests {
     var failing: [UInt64: [String]] = [:]
     var reported = 0
     var count = 0
+    var stats = CompositionStats()
 
     func report(_ seed: UInt64, _ description: String, _ violations: [String]) {
       failing[seed, default: []] += violations
       reported += 1
       guard reported <= 25 else { return }
       let text =
-        "composition seed \(seed) broke the model:\n" + violations.prefix(12).map { "  - \($0)" }.joined(separator: "\n")
+        "composition seed \(seed) broke the model:\n"
+        + violations.prefix(12).map { "  - \($0)" }.joined(separator: "\n")
         + "\nreplay: JOBKIT_SEED=\(seed) swift test --filter ModelBasedComposition\n\(description)"
       Issue.record(Comment(rawValue: text))
     }
     func settle(_ running: RunningComposition) {
-      let result = CompositionRunner.finish(running)
+      let result = CompositionRunner.finish(running, stats: &stats)
       if !result.violations.isEmpty { report(result.seed, result.description, result.violations) }
       leaks.add(result, seconds: config.leakSeconds)
     }
@@ -65,7 +67,9 @@ struct ModelBasedCompositionTests {
         return true
       }
       for (seed, description, labels) in leaks.expired() {
-        report(seed, description, ["not freed \(Int(config.leakSeconds)) s after the workflow finished: \(labels.prefix(8))"])
+        report(
+          seed, description, ["not freed \(Int(config.leakSeconds)) s after the workflow finished: \(labels.prefix(8))"]
+        )
       }
     }
 
@@ -77,7 +81,9 @@ struct ModelBasedCompositionTests {
         count += 1
         await running.box.wait(seconds: 0.25)
         // Completion blocks run on a global queue after the root finished: a short bounded poll.
-        for _ in 0..<50 where running.box.outcome != nil && !running.isDone { try await Task.sleep(for: .milliseconds(1)) }
+        for _ in 0..<50 where running.box.outcome != nil && !running.isDone {
+          try await Task.sleep(for: .milliseconds(1))
+        }
         if running.isDone { settle(running) } else { parked.append(running) }
         checkParked(final: false)
       }
@@ -94,13 +100,15 @@ struct ModelBasedCompositionTests {
     let seconds = -began.timeIntervalSinceNow
     let seeds = failing.keys.sorted()
     print(
-      "ModelBasedComposition: \(count) workflow(s) in \(String(format: "%.1f", seconds)) s; failing seeds: \(seeds)")
+      "ModelBasedComposition: \(count) workflow(s) in \(String(format: "%.1f", seconds)) s (\(stats));"
+        + " failing seeds: \(seeds)")
     for seed in seeds.prefix(60) {
       let kinds = Set(failing[seed, default: []].map(Self.kind)).sorted().joined(separator: " | ")
       print("ModelBasedComposition: seed \(seed): \(kinds)")
     }
     if reported > 25 {
-      Issue.record(Comment(rawValue: "\(seeds.count) failing composition seeds in all (first 25 reported above): \(seeds)"))
+      Issue.record(
+        Comment(rawValue: "\(seeds.count) failing composition seeds in all (first 25 reported above): \(seeds)"))
     }
   }
 
