@@ -120,6 +120,7 @@ struct CompositionBuilder: Sendable {
 
   private func registered<T: Operation>(_ operation: T, _ node: NodePlan, attempt: Int = 1) -> T {
     QuietMisuse.silence(operation)
+    if let job = operation as? JobController { log.watch(job.taskQueue, "taskQueue of n\(node.id)") }
     return log.made(operation, node: node.id, attempt: attempt)
   }
 }

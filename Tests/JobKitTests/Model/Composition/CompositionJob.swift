@@ -21,8 +21,9 @@ final class CompositionJob: JobController, @unchecked Sendable {
     if case .job(let limit?) = plan.kind { setMaxConcurrentTasks(limit, forGroup: LimitedLeaf.self) }
     let log = builder.log
     for child in plan.children {
-      let routed: @Sendable (Operation) -> Void = { task in
+      let routed: @Sendable (Operation) -> Void = { [weak self] task in
         log.routed(child.id)
+        if self?.isFinished ?? true { log.violation("n\(child.id)'s completion ran after its job finished") }
         if !task.isFinished { log.violation("n\(child.id) was routed by its job before it finished") }
       }
       log.added(child.id)

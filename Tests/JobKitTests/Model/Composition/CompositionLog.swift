@@ -64,6 +64,28 @@ final class CompositionLog: Sendable {
     state.withLock { events in events.made.keys.allSatisfy { events.completions[$0] != nil } }
   }
 
+  /// Every queue that got commands had its `onDrained` called, and (if no storm struck) every
+  /// failed command was reported. The last call may come after `drained()` returned (the
+  /// handler runs after the queue's lock is released): the checks wait for it.
+  var drainsSettled: Bool {
+    state.withLock { events in
+      let calm = events.struck.values.allSatisfy { $0 <= 0 }
+      for node in plan.root.all {
+        guard case .queue = node.kind else { continue }
+        let commands = (node.children + node.late).filter { events.added[$0.id] != nil }
+        guard !commands.isEmpty else { continue }
+        guard let drains = events.drains[node.id] else { return false }
+        guard calm else { continue }
+        let reported = Set(drains.joined())
+        for command in commands {
+          let operation = events.operations[NodeAttempt(node: command.id, attempt: 1)]
+          if (operation as? ConcurrentOperation)?.error != nil && !reported.contains("n\(command.id)") { return false }
+        }
+      }
+      return true
+    }
+  }
+
   func violation(_ text: String) { state.withLock { $0.violations.append(text) } }
 
   private func next(_ events: inout CompositionEvents) -> Int {

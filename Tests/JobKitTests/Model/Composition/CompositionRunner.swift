@@ -9,8 +9,9 @@ struct RunningComposition {
   let queue: OperationQueue
   let started: Date
 
-  /// The root finished and every operation made for the workflow ran its completion block.
-  var isDone: Bool { box.outcome != nil && log.allCompleted }
+  /// The root finished, every operation made for the workflow ran its completion block, and
+  /// every queue's `onDrained` calls arrived (see `CompositionLog.drainsSettled`).
+  var isDone: Bool { box.outcome != nil && log.allCompleted && log.drainsSettled }
 }
 
 /// Starts composition workflows and checks them once they are done.
@@ -55,6 +56,7 @@ enum CompositionRunner {
         lines.append("\(key) finished, its completionBlock never ran")
       }
     }
+    if !running.log.drainsSettled { lines.append("a queue's onDrained never ran, or never reported a failed command") }
     lines.append("storms struck: \(events.struck.filter { $0.value > 0 }.keys.sorted())")
     running.log.drop()
     return WorkflowResult(seed: running.plan.seed, description: running.plan.summary, violations: lines, watched: [])
