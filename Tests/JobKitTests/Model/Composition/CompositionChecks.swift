@@ -15,6 +15,7 @@ struct CompositionChecks {
     model = CompositionModel(plan: plan, struck: Set(events.struck.filter { $0.value > 0 }.keys))
     violations = events.violations
     for node in plan.root.all { checkNode(node) }
+    CompositionOrderChecks.checkCancelledPipelines(plan, events) { violations.append($0) }
     for node in plan.root.all where node.kind.isContainer || { if case .pipeline = node.kind { true } else { false } }()
     {
       CompositionOrderChecks.check(node, plan: plan, events: events) { violations.append($0) }

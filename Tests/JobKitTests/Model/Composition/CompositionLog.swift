@@ -35,6 +35,8 @@ struct CompositionEvents {
   var drains: [Int: [[String]]] = [:]
   /// Storms that struck (by index in the plan), and the node of each.
   var struck: [Int: Int] = [:]
+  /// Storms whose call (`cancel()`, `fail(_:)`, `cancelAll()`) returned, with the sequence number.
+  var returned: [Int: Int] = [:]
   var violations: [String] = []
   var watched: [WeakRef] = []
   /// The objects storms act on, by node (an operation, a `CommandQueue`, a dispatch job).
@@ -222,6 +224,11 @@ final class CompositionLog: Sendable {
   /// Storm `index` strikes now: recorded before it acts, so a checked node sees it.
   func strike(_ index: Int) {
     state.withLock { $0.struck[index] = next(&$0) }
+  }
+
+  /// Storm `index`'s call returned.
+  func stormReturned(_ index: Int) {
+    state.withLock { $0.returned[index] = next(&$0) }
   }
 
   func target(_ node: Int) -> AnyObject? { state.withLock { $0.targets[node] }?.object }

@@ -53,6 +53,23 @@ enum CompositionOrderChecks {
     }
   }
 
+  /// After a pipeline's `cancel()` returned, at most one of its steps starts: the first one if
+  /// its start was under way (a cancel during `operationStart()` is delivered right after it),
+  /// else the running step's successor never starts ("the next step does not start"). A leaf's
+  /// or a group's start cannot be checked this way: one whose `start()` began before the cancel
+  /// records its run after the cancel returned.
+  static func checkCancelledPipelines(
+    _ plan: CompositionPlan, _ events: CompositionEvents, _ violation: (String) -> Void
+  ) {
+    for (index, returned) in events.returned {
+      guard case .cancel(let target) = plan.storms[index].action, let node = plan.nodes[target],
+        case .pipeline = node.kind
+      else { continue }
+      let late = (events.steps[node.id] ?? []).filter { $0.record.start > returned }.map(\.step)
+      if late.count > 1 { violation("n\(node.id): steps \(late) started after its cancel() returned") }
+    }
+  }
+
   static func check(_ node: NodePlan, plan: CompositionPlan, events: CompositionEvents, _ violation: (String) -> Void) {
     let all = node.children + node.late
     if node.kind.isSequential {

@@ -26,18 +26,22 @@ enum CompositionStorms {
       guard let operation = log.target(node) as? Operation else { return }
       log.strike(index)
       operation.cancel()
+      log.stormReturned(index)
     case .fail(let node):
       if let dispatch = log.dispatchJob(node) {
         log.strike(index)
         dispatch.fail(StormError(node: node))
+        log.stormReturned(index)
       } else if let job = log.target(node) as? JobController {
         log.strike(index)
         job.fail(StormError(node: node))
+        log.stormReturned(index)
       }
     case .cancelAll(let node):
       guard let queue = log.queue(node) else { return }
       log.strike(index)
       queue.cancelAll()
+      log.stormReturned(index)
     case .pause(let node):
       guard let queue = log.queue(node) else { return }
       log.strike(index)

@@ -7,7 +7,8 @@ struct QueueFailures: Error, Equatable {
 }
 
 /// A queue node: a `ConcurrentOperation` that adds its children to a `CommandQueue` (the first
-/// `pausedAdds` while the queue is paused, resumed from another thread as the others are added)
+/// `pausedAdds` while the queue is paused, resumed from another thread as the others are added
+/// with `resumeRacingAdds`, else after the last add)
 /// and finishes once `drained()` returned after the last add. Its `cancel()` is `cancelAll()`.
 final class QueueRunner: ConcurrentOperation, @unchecked Sendable {
   // @unchecked Sendable: `commands` is behind a lock; every other stored property is immutable.
@@ -35,12 +36,15 @@ final class QueueRunner: ConcurrentOperation, @unchecked Sendable {
   override func operationStart() {
     guard case .queue(_, let pausedAdds) = plan.kind else { return }
     let queue = queue
+    let racing = builder.log.plan.features.contains(.resumeRacingAdds)
     if pausedAdds > 0 { queue.pause() }
     for (index, child) in plan.children.enumerated() {
-      if index == pausedAdds && pausedAdds > 0 { DispatchQueue.global().async { queue.resume() } }
+      if index == pausedAdds && pausedAdds > 0 && racing { DispatchQueue.global().async { queue.resume() } }
       add(child)
     }
-    if pausedAdds > 0 && pausedAdds >= plan.children.count { DispatchQueue.global().async { queue.resume() } }
+    if pausedAdds > 0 && (pausedAdds >= plan.children.count || !racing) {
+      if racing { DispatchQueue.global().async { queue.resume() } } else { queue.resume() }
+    }
     Task { await drainAll() }
   }
 
