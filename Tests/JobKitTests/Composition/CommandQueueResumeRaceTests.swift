@@ -12,7 +12,7 @@ struct CommandQueueResumeRaceTests {
   @Test(arguments: [CommandQueue.Mode.sequential, .concurrent])
   func commandsAddedWhileAResumeRacesAllRun(mode: CommandQueue.Mode) async {
     var lost: [String] = []
-    for round in 0..<1_500 {
+    for round in 0..<3_000 {
       let queue = CommandQueue(mode: mode)
       let ran = ModelLocked([Int: Int]())
       let commands = (0..<3).map { index in

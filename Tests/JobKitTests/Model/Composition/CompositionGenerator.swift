@@ -129,10 +129,13 @@ private struct TreeGenerator {
   mutating func storms(_ root: NodePlan) -> [StormPlan] {
     let nodes = root.all
     let leaves = nodes.filter { if case .leaf = $0.kind { return true } else { return false } }.map(\.id)
+    let adders = nodes.filter { if case .leaf(let spec) = $0.kind { return spec.addsLate } else { return false } }
+      .map(\.id)
     var result: [StormPlan] = []
     for _ in 0..<random.int(0...3) {
       guard let action = stormAction(nodes) else { continue }
       var triggers: [StormTrigger] = leaves.flatMap { [StormTrigger.leafStarts($0), .leafEnds($0)] }
+      triggers += adders.flatMap { [StormTrigger.adding($0), .adding($0)] }
       if has(.startStorms) { triggers += [.atStart, .atStart] }
       guard !triggers.isEmpty else { continue }
       let trigger = random.pick(triggers)

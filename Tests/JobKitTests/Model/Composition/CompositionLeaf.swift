@@ -29,6 +29,7 @@ class CompositionLeaf: ConcurrentOperation, @unchecked Sendable {
     if let addLate {
       // From another thread than the group's, while this leaf keeps the group running.
       Thread {
+        CompositionStorms.fire(self.log.claimAddingStorms(self.node), log: self.log)
         addLate()
         self.end(error: self.fails ? ModelError(spec: self.node) : nil)
       }.start()

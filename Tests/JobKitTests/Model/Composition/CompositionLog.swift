@@ -221,6 +221,9 @@ final class CompositionLog: Sendable {
 
   func claimStartStorms() -> [(Int, StormPlan)] { state.withLock { claimStorms(.atStart, &$0) } }
 
+  /// The storms an adder's adds trigger.
+  func claimAddingStorms(_ node: Int) -> [(Int, StormPlan)] { state.withLock { claimStorms(.adding(node), &$0) } }
+
   /// Storm `index` strikes now: recorded before it acts, so a checked node sees it.
   func strike(_ index: Int) {
     state.withLock { $0.struck[index] = next(&$0) }

@@ -134,12 +134,15 @@ enum StormTrigger: Sendable, Equatable, CustomStringConvertible {
   case leafStarts(Int)
   /// When leaf `id` is about to finish.
   case leafEnds(Int)
+  /// When leaf `id` (an adder) begins adding its group's late children, racing the adds.
+  case adding(Int)
 
   var description: String {
     switch self {
     case .atStart: return "at start"
     case .leafStarts(let id): return "when n\(id) starts"
     case .leafEnds(let id): return "when n\(id) ends"
+    case .adding(let id): return "when n\(id) adds"
     }
   }
 }
