@@ -14,6 +14,11 @@ public enum JobEvent: Sendable {
   case taskStarted(task: String, group: String, at: ContinuousClock.Instant)
   /// A task finished and is being routed: how long it ran (from its start, or from when it was
   /// tracked if its start was not observed) and its error, if it failed.
+  ///
+  /// Every task with a `taskTracked` event gets exactly one `taskFinished`, after it, whatever
+  /// ends it (a finish, a failure, a cancel, a timeout, a stop). Each attempt of a retried task
+  /// is a task of its own here: a failed attempt that is retried gets its `taskFinished` (with
+  /// its error) when its retry begins, also if a stop then ends the retry delay.
   case taskFinished(task: String, group: String, duration: Duration, error: (any Error)?, at: ContinuousClock.Instant)
   /// The last unfinished task of a group was routed (whether or not a callback ran for it).
   case groupFinished(group: String, at: ContinuousClock.Instant)

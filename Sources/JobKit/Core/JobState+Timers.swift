@@ -42,14 +42,24 @@ extension JobState {
     node.extras?.timedOut == true
   }
 
-  /// An attempt of a retried task failed and may be retried. Returns `nil` if the job is
-  /// stopping (the attempt is then routed as the last one); otherwise the attempt gives back its
-  /// group slot and its timeout: the result lists the waiting tasks that slot admits (the caller
-  /// queues them) and the attempt's timeout timer, if any (the caller cancels it). The next
-  /// attempt waits for a slot like any new task.
-  mutating func beginRetry(of node: TrackedTask) -> (admitted: [Admission], timeout: (any JobTimer)?)? {
+  /// An attempt of a retried task failed with `error` and may be retried. Returns `nil` if the
+  /// job is stopping (the attempt is then routed as the last one); otherwise the attempt gives
+  /// back its group slot and its timeout: the result lists the waiting tasks that slot admits
+  /// (the caller queues them) and the attempt's timeout timer, if any (the caller cancels it).
+  /// The next attempt waits for a slot like any new task.
+  ///
+  /// If events are observed, the attempt's `taskFinished` goes out now (`name` and `now` read by
+  /// the caller with no lock held): the attempt is replaced by the next one, or routed silently
+  /// if a stop ends the delay, and either way emits nothing more.
+  mutating func beginRetry(
+    of node: TrackedTask, error: (any Error)? = nil, name: String? = nil, at now: ContinuousClock.Instant? = nil
+  ) -> (admitted: [Admission], timeout: (any JobTimer)?)? {
     guard !phase.isStopping, !node.isSignalled, let extras = node.extras else { return nil }
     extras.retryPending = true
+    if extras.observesEvents {
+      extras.finishedAt = now
+      reportFinish(of: node, extras, name: name, error: error)
+    }
     return (releaseSlot(of: node), extras.disarmTimeout().first)
   }
 

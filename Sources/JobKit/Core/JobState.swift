@@ -95,9 +95,11 @@ struct JobState {
   }
 
   /// A tracked task's finish is observed and events are listened to: record when, and emit
-  /// `taskTracked`. `name` is the task's `name`, read by the caller with no lock held.
+  /// `taskTracked`. `name` is the task's `name`, read by the caller with no lock held. Does
+  /// nothing if the task's finish was reported first (it finished meanwhile, and its
+  /// `taskTracked` went out with its `taskFinished`).
   mutating func confirmTracked(_ node: TrackedTask, name: String?, at now: ContinuousClock.Instant) {
-    guard node.isRegistered, let extras = node.extras else { return }
+    guard node.isRegistered, let extras = node.extras, extras.trackedAt == nil else { return }
     extras.trackedAt = now
     listeners.yield(.taskTracked(task: name ?? node.group.name, group: node.group.name))
   }
@@ -121,7 +123,7 @@ struct JobState {
   /// A tracked `ConcurrentOperation` started (only observed while events are listened to);
   /// `name` and `now` were read by the caller with no lock held.
   mutating func taskStarted(_ node: TrackedTask, name: String?, at now: ContinuousClock.Instant) {
-    guard let extras = node.extras, node.task != nil else { return }
+    guard let extras = node.extras, node.task != nil, !extras.finishReported else { return }
     extras.startedAt = now
     listeners.yield(.taskStarted(task: name ?? node.group.name, group: node.group.name))
   }
@@ -189,11 +191,8 @@ struct JobState {
   mutating func beginRouting(_ node: TrackedTask, failure: TaskFailure?, isCancelled: Bool, name: String?)
     -> RoutingDecision
   {
-    if let extras = node.extras, let trackedAt = extras.trackedAt, let end = extras.finishedAt {
-      listeners.yield(
-        .taskFinished(
-          task: name ?? node.group.name, group: node.group.name, duration: end - (extras.startedAt ?? trackedAt),
-          error: failure?.error))
+    if let extras = node.extras, extras.observesEvents {
+      reportFinish(of: node, extras, name: name, error: failure?.error)
     }
     if let failure, !(phase.isStopping && isCancelled) {
       failures.append(failure)
@@ -202,6 +201,24 @@ struct JobState {
       }
     }
     return phase.isStopping ? .skip : .deliver
+  }
+
+  /// Emits `node`'s `taskFinished` event, unless it was emitted already: every task whose events
+  /// are observed gets exactly one, whatever ends it (routing, or a failed attempt replaced by
+  /// its retry). If its `taskTracked` was not emitted yet (it finished before the tracking
+  /// thread confirmed it), that goes first. The duration runs from its observed start, or its
+  /// tracking, to `extras.finishedAt`.
+  mutating func reportFinish(of node: TrackedTask, _ extras: TaskExtras, name: String?, error: (any Error)?) {
+    guard !extras.finishReported else { return }
+    extras.finishReported = true
+    let task = name ?? node.group.name
+    if extras.trackedAt == nil {
+      extras.trackedAt = extras.finishedAt
+      listeners.yield(.taskTracked(task: task, group: node.group.name))
+    }
+    let begin = extras.startedAt ?? extras.trackedAt
+    let duration = extras.finishedAt.flatMap { end in begin.map { end - $0 } } ?? .zero
+    listeners.yield(.taskFinished(task: task, group: node.group.name, duration: duration, error: error))
   }
 
   enum GroupOutcome {
