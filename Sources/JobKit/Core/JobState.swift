@@ -50,7 +50,8 @@ struct JobState {
     /// Tracked. `cancel`: the job is stopping, so cancel the task. `queueNow`: add it to the
     /// queue now. `waitsForSlot`: its group has a limit; once its finish is observed, the caller
     /// hands it to `admitOrWait` (not before: an admitted task may start at once, and its finish
-    /// must not be missed). `observesEvents`: events are listened to, so the caller registers
+    /// must not be missed). A job-queued task of a limited group is queued only with a slot,
+    /// whatever the phase: a stop cancels it, it does not let it skip the line. `observesEvents`: events are listened to, so the caller registers
     /// for the task's start and confirms it with `confirmTracked`. `publish`: the progress to
     /// publish the new counts to. `replaced`: the replaced attempt's task, handed out so that its
     /// last reference is not dropped (and its `deinit` run) under the lock.
@@ -84,7 +85,7 @@ struct JobState {
     }
     var queueNow = queue != nil
     var waitsForSlot = false
-    if let queue, node.group.limit != nil, !phase.isStopping {
+    if let queue, node.group.limit != nil {
       node.extrasForUpdate().pendingQueue = queue
       queueNow = false
       waitsForSlot = true
@@ -330,11 +331,9 @@ struct JobState {
   // MARK: Stopping
 
   struct StopActions {
-    /// Unfinished tasks to cancel.
+    /// Unfinished tasks to cancel. Those waiting for a group slot stay in line: each is queued
+    /// once it gets a slot, and finishes at once, without running.
     var cancel: [Operation] = []
-    /// Tasks that waited for a group slot: cancel them and add them to their queue, so they
-    /// finish (without running) and are routed.
-    var release: [(Operation, OperationQueue)] = []
     /// Armed timeouts and pending retries to cancel.
     var timers: [any JobTimer] = []
     /// A pending retry was turned into a finished task: the caller must take the router.
@@ -364,13 +363,6 @@ struct JobState {
     for node in retriesEnded {
       node.isSignalled = true
       registry.appendFinished(node)
-    }
-    for group in registry.groups.values {
-      for node in group.removeAllWaiting() {
-        if let task = node.task, let queue = node.extras?.pendingQueue {
-          actions.release.append((task, queue))
-        }
-      }
     }
     if !registry.finished.isEmpty {
       actions.route = phase.takeRouterIfFree()
