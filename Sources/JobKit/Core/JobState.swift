@@ -51,8 +51,9 @@ struct JobState {
     /// queue now. `waitsForSlot`: its group has a limit; once its finish is observed, the caller
     /// hands it to `admitOrWait` (not before: an admitted task may start at once, and its finish
     /// must not be missed). A job-queued task of a limited group is queued only with a slot,
-    /// whatever the phase: a stop cancels it, it does not let it skip the line. `observesEvents`: events are listened to, so the caller registers
-    /// for the task's start and confirms it with `confirmTracked`. `publish`: the progress to
+    /// whatever the phase: a stop cancels it, it does not let it skip the line.
+    /// `observesEvents`: events are listened to, so the caller registers for the task's start
+    /// and confirms it with `confirmTracked`. `publish`: the progress to
     /// publish the new counts to. `replaced`: the replaced attempt's task, handed out so that its
     /// last reference is not dropped (and its `deinit` run) under the lock.
     case tracked(
