@@ -10,11 +10,8 @@ extension JobController {
       retry.policy.retryIf(error)
     else { return false }
     // `observesEvents` never changes once the node is published: read it without the lock.
-    let observed = node.extras?.observesEvents == true
-    let name = observed ? node.operation.name : nil
-    let now = observed ? ContinuousClock.now : nil
-    guard let (admitted, timeout) = jobState.withLock({ $0.beginRetry(of: node, error: error, name: name, at: now) })
-    else { return false }
+    let now = node.extras?.observesEvents == true ? ContinuousClock.now : nil
+    guard let (admitted, timeout) = jobState.withLock({ $0.beginRetry(of: node, at: now) }) else { return false }
     timeout?.cancel()
     queueAdmitted(admitted)
     var generator = SystemRandomNumberGenerator()

@@ -16,9 +16,10 @@ public enum JobEvent: Sendable {
   /// tracked if its start was not observed) and its error, if it failed.
   ///
   /// Every task with a `taskTracked` event gets exactly one `taskFinished`, after it, whatever
-  /// ends it (a finish, a failure, a cancel, a timeout, a stop). Each attempt of a retried task
-  /// is a task of its own here: a failed attempt that is retried gets its `taskFinished` (with
-  /// its error) when its retry begins, also if a stop then ends the retry delay.
+  /// ends it (a finish, a failure, a cancel, a timeout, a stop). A retried task is one task here,
+  /// as for routing and progress: one `taskTracked`, a `taskStarted` per attempt, and one
+  /// `taskFinished` for the attempt that is routed (the last failed one if a stop ends its retry
+  /// delay).
   case taskFinished(task: String, group: String, duration: Duration, error: (any Error)?, at: ContinuousClock.Instant)
   /// The last unfinished task of a group was routed (whether or not a callback ran for it).
   case groupFinished(group: String, at: ContinuousClock.Instant)

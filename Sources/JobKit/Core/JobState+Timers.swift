@@ -48,18 +48,15 @@ extension JobState {
   /// (the caller queues them) and the attempt's timeout timer, if any (the caller cancels it).
   /// The next attempt waits for a slot like any new task.
   ///
-  /// If events are observed, the attempt's `taskFinished` goes out now (`name` and `now` read by
-  /// the caller with no lock held): the attempt is replaced by the next one, or routed silently
-  /// if a stop ends the delay, and either way emits nothing more.
-  mutating func beginRetry(
-    of node: TrackedTask, error: (any Error)? = nil, name: String? = nil, at now: ContinuousClock.Instant? = nil
-  ) -> (admitted: [Admission], timeout: (any JobTimer)?)? {
+  /// `now` (read by the caller with no lock held while events are observed) is when the attempt
+  /// finished: if a stop ends the retry delay, the attempt is routed as the task's last one, and
+  /// its `taskFinished` event measures up to then.
+  mutating func beginRetry(of node: TrackedTask, at now: ContinuousClock.Instant? = nil)
+    -> (admitted: [Admission], timeout: (any JobTimer)?)?
+  {
     guard !phase.isStopping, !node.isSignalled, let extras = node.extras else { return nil }
     extras.retryPending = true
-    if extras.observesEvents {
-      extras.finishedAt = now
-      reportFinish(of: node, extras, name: name, error: error)
-    }
+    extras.finishedAt = now
     return (releaseSlot(of: node), extras.disarmTimeout().first)
   }
 

@@ -64,7 +64,9 @@ struct JobState {
 
   /// Starts tracking `task` with the node `makeNode` builds (it only allocates; no user code).
   /// `queue` is where the job will queue it (`nil` if the caller queues it). `replacing` is a
-  /// retried task's previous attempt, forgotten silently once the new one is tracked.
+  /// retried task's previous attempt, forgotten silently once the new one is tracked. For
+  /// events, the attempts are one task: a `taskTracked` already emitted for an earlier attempt
+  /// is not emitted again.
   mutating func track(
     _ task: Operation,
     queue: OperationQueue?,
@@ -81,6 +83,9 @@ struct JobState {
     }
     var replaced: Operation?
     if let previous {
+      if observesEvents, let trackedAt = previous.extras?.trackedAt {
+        node.extrasForUpdate().trackedAt = trackedAt
+      }
       replaced = previous.task
       publish = forget(previous) ?? publish
     }
@@ -205,11 +210,11 @@ struct JobState {
     return phase.isStopping ? .skip : .deliver
   }
 
-  /// Emits `node`'s `taskFinished` event, unless it was emitted already: every task whose events
-  /// are observed gets exactly one, whatever ends it (routing, or a failed attempt replaced by
-  /// its retry). If its `taskTracked` was not emitted yet (it finished before the tracking
-  /// thread confirmed it), that goes first. The duration runs from its observed start, or its
-  /// tracking, to `extras.finishedAt`.
+  /// Emits `node`'s `taskFinished` event as it is routed, once: every task whose events are
+  /// observed gets exactly one, whatever ended it (a retried task's attempts are one task: the
+  /// routed attempt reports). If its `taskTracked` was not emitted yet (it finished before the
+  /// tracking thread confirmed it), that goes first. The duration runs from its observed start,
+  /// or its tracking, to `extras.finishedAt`.
   mutating func reportFinish(of node: TrackedTask, _ extras: TaskExtras, name: String?, error: (any Error)?) {
     guard !extras.finishReported else { return }
     extras.finishReported = true

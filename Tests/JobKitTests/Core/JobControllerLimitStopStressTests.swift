@@ -147,12 +147,12 @@ struct JobControllerLimitStopStressTests {
       mainStarted.open()
       for (index, task) in plan.tasks.enumerated() {
         guard task.retried else {
-          trackAndQueue(make("\(index)#1", spins: task.spins, failure: nil))
+          trackAndQueue(make("\(index)", spins: task.spins, failure: nil))
           continue
         }
         let policy = RetryPolicy(maxAttempts: 2, initialDelay: task.retryDelay, jitter: false)
         trackAndQueue(options: TaskOptions(retry: policy)) { [self] attempt in
-          make("\(index)#\(attempt)", spins: task.spins, failure: attempt == 1 ? TestError(1) : nil)
+          make("\(index)", spins: task.spins, failure: attempt == 1 ? TestError(1) : nil)
         }
       }
     }

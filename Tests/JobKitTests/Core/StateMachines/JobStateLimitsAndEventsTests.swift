@@ -115,15 +115,18 @@ struct JobStateLimitsAndEventsTests {
     return labels
   }
 
-  /// The failed attempt's `taskFinished` goes out when its retry begins; a stop that ends the
-  /// retry delay routes the attempt silently, without a second one.
-  @Test func aRetryEndedByAStopReportsTheFailedAttemptOnce() {
+  /// A retried task is one task for events, as for routing: a stop that ends its retry delay
+  /// routes the failed attempt as its last one, and that emits the task's one `taskFinished`,
+  /// with the attempt's error.
+  @Test func aRetryEndedByAStopReportsTheTaskAsItIsRouted() {
     var (state, continuation) = listening()
-    let attempt = track(Alpha(), in: &state).node
-    state.confirmTracked(attempt, name: "a#1", at: .now)
-    let retry = state.beginRetry(of: attempt, error: TestError(1), name: "a#1", at: .now)
+    let task = Alpha()
+    task.name = "a"
+    let attempt = track(task, in: &state).node
+    state.confirmTracked(attempt, name: "a", at: .now)
+    let retry = state.beginRetry(of: attempt, at: .now)
     #expect(retry != nil)
-    #expect(labels(&state) == ["tracked a#1", "failed a#1"])
+    #expect(labels(&state) == ["tracked a"])
     state.mainReturned()
     let stop = state.stop(.cancelled)
     #expect(stop.cancel.isEmpty && !stop.route)  // this thread holds the router
@@ -131,13 +134,43 @@ struct JobStateLimitsAndEventsTests {
       Issue.record("the attempt whose retry the stop ended is not routed")
       return
     }
-    let decision = state.beginRouting(attempt, failure: nil, isCancelled: false, name: "a#1")
+    let failure = TaskFailure(task: task, error: TestError(1))
+    let decision = state.beginRouting(attempt, failure: failure, isCancelled: false, name: "a")
     guard case .skip = decision else {
       Issue.record("a callback after the stop")
       return
     }
     _ = state.routed(attempt)
-    #expect(labels(&state) == ["group Alpha"])
+    #expect(labels(&state) == ["failed a", "group Alpha"])  // before the fix: no `failed a`
+    continuation.finish()
+  }
+
+  /// The next attempt replaces the failed one without a second `taskTracked`; the routed
+  /// attempt emits the task's `taskFinished`.
+  @Test func aRetriedTaskIsTrackedOnceAndFinishesOnce() {
+    var (state, continuation) = listening()
+    let first = track(Alpha(), in: &state).node
+    state.confirmTracked(first, name: "a", at: .now)
+    _ = state.beginRetry(of: first, at: .now)
+    let claimed = state.claimRetry(of: first)
+    #expect(claimed)
+    let next = Alpha()
+    let outcome = state.track(next, queue: nil, replacing: first) { TrackedTask(job: job, task: next, group: $0) }
+    guard case .tracked(let second, _, _, _, _, _, _) = outcome else {
+      Issue.record("the next attempt was not tracked")
+      return
+    }
+    state.confirmTracked(second, name: "a", at: .now)
+    state.confirmTracked(first, name: "a", at: .now)  // a late confirmation of the replaced one
+    state.mainReturned()
+    _ = state.taskFinished(second, at: .now)
+    guard case .route = state.nextStep() else {
+      Issue.record("not routed")
+      return
+    }
+    _ = state.beginRouting(second, failure: nil, isCancelled: false, name: "a")
+    _ = state.routed(second)
+    #expect(labels(&state) == ["tracked a", "finished a", "group Alpha"])
     continuation.finish()
   }
 
