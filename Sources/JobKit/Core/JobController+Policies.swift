@@ -28,8 +28,9 @@ extension JobController {
   /// Lets at most `limit` tasks of dynamic type `group` that the job queues (`trackAndQueue…`)
   /// execute at once. Further ones wait inside the job, in tracking order, and are queued as
   /// earlier ones finish; other groups are unaffected. Tasks you queue yourself (`track`) are not
-  /// counted. A cancel or fail drops the waiting ones: they finish cancelled without running, and
-  /// are routed by the usual rules.
+  /// counted. The limit holds while the job stops too: a task is queued only once it holds a slot.
+  /// A cancel or fail cancels the waiting ones; they keep their place and, as slots free up,
+  /// finish cancelled without running, and are routed by the usual rules.
   ///
   /// Safe from any thread, at any time; raising a limit admits waiting tasks at once. Set it
   /// before tracking the group's tasks: tasks queued while the group had no limit are not

@@ -27,8 +27,7 @@ extension JobController {
     perform(withJobState { $0.stop(reason) })
   }
 
-  /// Carries out a stop: cancels timers, arms the grace period, cancels tasks, releases tasks that
-  /// waited for a slot, routes.
+  /// Carries out a stop: cancels timers, arms the grace period, cancels tasks, routes.
   func perform(_ actions: JobState.StopActions) {
     for timer in actions.timers {
       timer.cancel()
@@ -39,9 +38,6 @@ extension JobController {
     }
     for task in actions.cancel {
       task.cancel()
-    }
-    for (task, queue) in actions.release {
-      enqueue(task, on: queue)
     }
     if actions.route {
       route()

@@ -9,7 +9,9 @@ extension JobController {
     guard retry.number < retry.policy.maxAttempts, let error = retryableError(of: node),
       retry.policy.retryIf(error)
     else { return false }
-    guard let (admitted, timeout) = jobState.withLock({ $0.beginRetry(of: node) }) else { return false }
+    // `observesEvents` never changes once the node is published: read it without the lock.
+    let now = node.extras?.observesEvents == true ? ContinuousClock.now : nil
+    guard let (admitted, timeout) = jobState.withLock({ $0.beginRetry(of: node, at: now) }) else { return false }
     timeout?.cancel()
     queueAdmitted(admitted)
     var generator = SystemRandomNumberGenerator()

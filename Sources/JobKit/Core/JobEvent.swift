@@ -14,6 +14,12 @@ public enum JobEvent: Sendable {
   case taskStarted(task: String, group: String, at: ContinuousClock.Instant)
   /// A task finished and is being routed: how long it ran (from its start, or from when it was
   /// tracked if its start was not observed) and its error, if it failed.
+  ///
+  /// Every task with a `taskTracked` event gets exactly one `taskFinished`, after it, whatever
+  /// ends it (a finish, a failure, a cancel, a timeout, a stop). A retried task is one task here,
+  /// as for routing and progress: one `taskTracked`, a `taskStarted` per attempt, and one
+  /// `taskFinished` for the attempt that is routed (the last failed one if a stop ends its retry
+  /// delay).
   case taskFinished(task: String, group: String, duration: Duration, error: (any Error)?, at: ContinuousClock.Instant)
   /// The last unfinished task of a group was routed (whether or not a callback ran for it).
   case groupFinished(group: String, at: ContinuousClock.Instant)

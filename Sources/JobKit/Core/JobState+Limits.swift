@@ -2,14 +2,18 @@ import Foundation
 
 /// Per-group limits: at most `limit` of a group's job-queued tasks hold a slot at once; the rest
 /// wait in their group's line, in tracking order.
+///
+/// One rule, whatever the phase: a slot is the only way into the queue for a job-queued task of
+/// a limited group. A stop does not release the line (a task let go while the stopping thread
+/// has not cancelled it yet could start beside the task holding the slot); it cancels the
+/// waiting tasks, which keep their place and, once admitted, finish at once without running.
 extension JobState {
   /// `node`, tracked with `waitsForSlot`, is observed now: it takes a free slot of its group if
   /// nobody waits for one (returns `true`: the caller queues it), else waits in line (`false`).
-  /// A stopping job lets it go at once (`true`): it was cancelled and finishes without running.
   mutating func admitOrWait(_ node: TrackedTask) -> Bool {
     guard !node.isSignalled else { return false }
     let group = node.group
-    guard !phase.isStopping, let limit = group.limit else { return true }
+    guard let limit = group.limit else { return true }
     if group.running < limit, group.waitingCount == 0 {
       group.giveSlot(to: node)
       return true
@@ -26,7 +30,7 @@ extension JobState {
   mutating func setLimit(_ limit: Int, for type: Operation.Type) -> [Admission] {
     let group = registry.group(for: type)
     group.limit = limit
-    return phase.isStopping ? [] : admissions(group.admitWaiting())
+    return admissions(group.admitWaiting())
   }
 
   /// `node` no longer runs (it finished, or a failed attempt waits for its retry): it gives its
@@ -35,7 +39,7 @@ extension JobState {
     guard let extras = node.extras, extras.holdsSlot else { return [] }
     extras.holdsSlot = false
     node.group.running -= 1
-    return phase.isStopping ? [] : admissions(node.group.admitWaiting())
+    return admissions(node.group.admitWaiting())
   }
 
   private func admissions(_ nodes: [TrackedTask]) -> [Admission] {

@@ -42,14 +42,21 @@ extension JobState {
     node.extras?.timedOut == true
   }
 
-  /// An attempt of a retried task failed and may be retried. Returns `nil` if the job is
-  /// stopping (the attempt is then routed as the last one); otherwise the attempt gives back its
-  /// group slot and its timeout: the result lists the waiting tasks that slot admits (the caller
-  /// queues them) and the attempt's timeout timer, if any (the caller cancels it). The next
-  /// attempt waits for a slot like any new task.
-  mutating func beginRetry(of node: TrackedTask) -> (admitted: [Admission], timeout: (any JobTimer)?)? {
+  /// An attempt of a retried task failed with `error` and may be retried. Returns `nil` if the
+  /// job is stopping (the attempt is then routed as the last one); otherwise the attempt gives
+  /// back its group slot and its timeout: the result lists the waiting tasks that slot admits
+  /// (the caller queues them) and the attempt's timeout timer, if any (the caller cancels it).
+  /// The next attempt waits for a slot like any new task.
+  ///
+  /// `now` (read by the caller with no lock held while events are observed) is when the attempt
+  /// finished: if a stop ends the retry delay, the attempt is routed as the task's last one, and
+  /// its `taskFinished` event measures up to then.
+  mutating func beginRetry(of node: TrackedTask, at now: ContinuousClock.Instant? = nil)
+    -> (admitted: [Admission], timeout: (any JobTimer)?)?
+  {
     guard !phase.isStopping, !node.isSignalled, let extras = node.extras else { return nil }
     extras.retryPending = true
+    extras.finishedAt = now
     return (releaseSlot(of: node), extras.disarmTimeout().first)
   }
 

@@ -50,8 +50,10 @@ struct JobState {
     /// Tracked. `cancel`: the job is stopping, so cancel the task. `queueNow`: add it to the
     /// queue now. `waitsForSlot`: its group has a limit; once its finish is observed, the caller
     /// hands it to `admitOrWait` (not before: an admitted task may start at once, and its finish
-    /// must not be missed). `observesEvents`: events are listened to, so the caller registers
-    /// for the task's start and confirms it with `confirmTracked`. `publish`: the progress to
+    /// must not be missed). A job-queued task of a limited group is queued only with a slot,
+    /// whatever the phase: a stop cancels it, it does not let it skip the line.
+    /// `observesEvents`: events are listened to, so the caller registers for the task's start
+    /// and confirms it with `confirmTracked`. `publish`: the progress to
     /// publish the new counts to. `replaced`: the replaced attempt's task, handed out so that its
     /// last reference is not dropped (and its `deinit` run) under the lock.
     case tracked(
@@ -62,7 +64,9 @@ struct JobState {
 
   /// Starts tracking `task` with the node `makeNode` builds (it only allocates; no user code).
   /// `queue` is where the job will queue it (`nil` if the caller queues it). `replacing` is a
-  /// retried task's previous attempt, forgotten silently once the new one is tracked.
+  /// retried task's previous attempt, forgotten silently once the new one is tracked. For
+  /// events, the attempts are one task: a `taskTracked` already emitted for an earlier attempt
+  /// is not emitted again.
   mutating func track(
     _ task: Operation,
     queue: OperationQueue?,
@@ -79,12 +83,15 @@ struct JobState {
     }
     var replaced: Operation?
     if let previous {
+      if observesEvents, let trackedAt = previous.extras?.trackedAt {
+        node.extrasForUpdate().trackedAt = trackedAt
+      }
       replaced = previous.task
       publish = forget(previous) ?? publish
     }
     var queueNow = queue != nil
     var waitsForSlot = false
-    if let queue, node.group.limit != nil, !phase.isStopping {
+    if let queue, node.group.limit != nil {
       node.extrasForUpdate().pendingQueue = queue
       queueNow = false
       waitsForSlot = true
@@ -95,9 +102,11 @@ struct JobState {
   }
 
   /// A tracked task's finish is observed and events are listened to: record when, and emit
-  /// `taskTracked`. `name` is the task's `name`, read by the caller with no lock held.
+  /// `taskTracked`. `name` is the task's `name`, read by the caller with no lock held. Does
+  /// nothing if the task's finish was reported first (it finished meanwhile, and its
+  /// `taskTracked` went out with its `taskFinished`).
   mutating func confirmTracked(_ node: TrackedTask, name: String?, at now: ContinuousClock.Instant) {
-    guard node.isRegistered, let extras = node.extras else { return }
+    guard node.isRegistered, let extras = node.extras, extras.trackedAt == nil else { return }
     extras.trackedAt = now
     listeners.yield(.taskTracked(task: name ?? node.group.name, group: node.group.name))
   }
@@ -121,7 +130,7 @@ struct JobState {
   /// A tracked `ConcurrentOperation` started (only observed while events are listened to);
   /// `name` and `now` were read by the caller with no lock held.
   mutating func taskStarted(_ node: TrackedTask, name: String?, at now: ContinuousClock.Instant) {
-    guard let extras = node.extras, node.task != nil else { return }
+    guard let extras = node.extras, node.task != nil, !extras.finishReported else { return }
     extras.startedAt = now
     listeners.yield(.taskStarted(task: name ?? node.group.name, group: node.group.name))
   }
@@ -189,11 +198,8 @@ struct JobState {
   mutating func beginRouting(_ node: TrackedTask, failure: TaskFailure?, isCancelled: Bool, name: String?)
     -> RoutingDecision
   {
-    if let extras = node.extras, let trackedAt = extras.trackedAt, let end = extras.finishedAt {
-      listeners.yield(
-        .taskFinished(
-          task: name ?? node.group.name, group: node.group.name, duration: end - (extras.startedAt ?? trackedAt),
-          error: failure?.error))
+    if let extras = node.extras, extras.observesEvents {
+      reportFinish(of: node, extras, name: name, error: failure?.error)
     }
     if let failure, !(phase.isStopping && isCancelled) {
       failures.append(failure)
@@ -202,6 +208,24 @@ struct JobState {
       }
     }
     return phase.isStopping ? .skip : .deliver
+  }
+
+  /// Emits `node`'s `taskFinished` event as it is routed, once: every task whose events are
+  /// observed gets exactly one, whatever ended it (a retried task's attempts are one task: the
+  /// routed attempt reports). If its `taskTracked` was not emitted yet (it finished before the
+  /// tracking thread confirmed it), that goes first. The duration runs from its observed start,
+  /// or its tracking, to `extras.finishedAt`.
+  mutating func reportFinish(of node: TrackedTask, _ extras: TaskExtras, name: String?, error: (any Error)?) {
+    guard !extras.finishReported else { return }
+    extras.finishReported = true
+    let task = name ?? node.group.name
+    if extras.trackedAt == nil {
+      extras.trackedAt = extras.finishedAt
+      listeners.yield(.taskTracked(task: task, group: node.group.name))
+    }
+    let begin = extras.startedAt ?? extras.trackedAt
+    let duration = extras.finishedAt.flatMap { end in begin.map { end - $0 } } ?? .zero
+    listeners.yield(.taskFinished(task: task, group: node.group.name, duration: duration, error: error))
   }
 
   enum GroupOutcome {
@@ -313,11 +337,9 @@ struct JobState {
   // MARK: Stopping
 
   struct StopActions {
-    /// Unfinished tasks to cancel.
+    /// Unfinished tasks to cancel. Those waiting for a group slot stay in line: each is queued
+    /// once it gets a slot, and finishes at once, without running.
     var cancel: [Operation] = []
-    /// Tasks that waited for a group slot: cancel them and add them to their queue, so they
-    /// finish (without running) and are routed.
-    var release: [(Operation, OperationQueue)] = []
     /// Armed timeouts and pending retries to cancel.
     var timers: [any JobTimer] = []
     /// A pending retry was turned into a finished task: the caller must take the router.
@@ -347,13 +369,6 @@ struct JobState {
     for node in retriesEnded {
       node.isSignalled = true
       registry.appendFinished(node)
-    }
-    for group in registry.groups.values {
-      for node in group.removeAllWaiting() {
-        if let task = node.task, let queue = node.extras?.pendingQueue {
-          actions.release.append((task, queue))
-        }
-      }
     }
     if !registry.finished.isEmpty {
       actions.route = phase.takeRouterIfFree()

@@ -89,17 +89,24 @@ struct OperationState {
   var isFinished: Bool { phase == .finished }
 
   enum StartAction {
+    /// Run `operationStart()`, after telling the start observer (if any).
     case run((any OperationStartObserver)?)
-    case skipCancelled
+    /// Cancelled before it started: finish without running. `dropped` is the start observer,
+    /// which is no longer needed, handed out so that its release (it may hold the last
+    /// reference to a job) happens after the lock.
+    case skipCancelled(dropped: (any OperationStartObserver)?)
     case alreadyStarted
   }
 
+  /// `start()` was called. Whatever it returns (but `alreadyStarted`), the start observer is
+  /// taken out of the state: an operation is started once, so it is never needed again.
   mutating func start(isCancelled: Bool) -> StartAction {
     guard case .idle(let cancelledWhileIdle) = phase else { return .alreadyStarted }
     phase = .starting(cancelPending: false)
-    if isCancelled || cancelledWhileIdle { return .skipCancelled }
-    defer { startObserver = nil }
-    return .run(startObserver)
+    let observer = startObserver
+    startObserver = nil
+    if isCancelled || cancelledWhileIdle { return .skipCancelled(dropped: observer) }
+    return .run(observer)
   }
 
   /// Registers the start observer. Returns `false` when the operation already started.

@@ -50,14 +50,6 @@ final class TaskGroupEntry: @unchecked Sendable {
     return admitted
   }
 
-  /// Removes and returns every waiting task (on stop).
-  func removeAllWaiting() -> [TrackedTask] {
-    let all = Array(waiting[waitingHead...])
-    waiting = []
-    waitingHead = 0
-    return all
-  }
-
   private func compactWaiting() {
     if waitingHead == waiting.count {
       waiting.removeAll(keepingCapacity: true)

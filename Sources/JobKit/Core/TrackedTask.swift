@@ -100,6 +100,8 @@ final class TaskExtras: @unchecked Sendable {
   var trackedAt: ContinuousClock.Instant?
   var startedAt: ContinuousClock.Instant?
   var finishedAt: ContinuousClock.Instant?
+  /// Its `taskFinished` event was emitted (exactly one per task; see `JobState.reportFinish`).
+  var finishReported = false
 
   init(retry: RetryAttempt? = nil) {
     self.retry = retry

@@ -80,7 +80,8 @@ struct JobControllerStressTests {
   }
 
   /// Invariant: with random cancellations racing random finishes, the job still finishes exactly
-  /// once, every task is routed at most once, and no callback runs after the cancel took effect.
+  /// once, every task is routed at most once, no callback runs after the cancel took effect, and
+  /// every task gets exactly one `taskFinished` event, after its `taskTracked`.
   @Test(arguments: [11 as UInt64, 12])
   func cancelRacingFinishesFinishesTheJobOnce(seed: UInt64) async throws {
     let count = 5_000
@@ -93,6 +94,8 @@ struct JobControllerStressTests {
       }
     }
     QuietMisuse.silence(job)
+    let events = job.events
+    let received = Task { await events.reduce(into: [JobEvent]()) { $0.append($1) } }
     job.startJob()
     for task in tasks { #expect(await task.startedLatch.waitOpen()) }
     var generator = SeededGenerator(seed: seed)
@@ -112,6 +115,7 @@ struct JobControllerStressTests {
     #expect(callbacks.value.allSatisfy { $0 <= 1 })
     #expect(!job.log.all.contains("all"))
     #expect(tasks.allSatisfy { $0.isFinished })
+    #expect(finishEventProblems(await received.value) == [])
   }
 
   /// Invariant: with a group limit, a task `main()` tracks while the limit is reached is handed
