@@ -24,6 +24,8 @@ import Foundation
 /// ``onDrained`` is called once each time the last running burst finished and no newer one is
 /// running, with the failures of the commands that finished since the previous call (each
 /// command that finished with an ``ConcurrentOperation/error``, in order; empty if none failed).
+/// As in ``JobController/failures``, a command the queue cancelled (``cancelAll()``) is not
+/// listed, even if it went on and failed: its outcome was no longer wanted.
 /// With commands added one after another as earlier ones finish, that can be many times. To
 /// await it instead, call ``drained()``.
 ///

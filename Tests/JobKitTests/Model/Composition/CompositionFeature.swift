@@ -27,27 +27,12 @@ enum CompositionFeature: String, CaseIterable, Sendable, Comparable {
   /// A queue's runner resumes it from another thread while it still adds commands (else after
   /// the last add, on its own thread).
   case resumeRacingAdds
-  /// A check, not a generator feature: `onDrained` reports every command that finished with an
-  /// error, as `CommandQueue` documents, also one that failed after `cancelAll()` (or a cancel
-  /// of its queue) cancelled it. Off, such failures may be left out.
-  case drainedReportsCancelledFailures
 
   static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
 
   /// Features off by default until the named fix is merged (see the report of branch
   /// model-composition). Empty when every known race window is generated.
-  static let waitingForFixes: [CompositionFeature: String] = [
-    .resumeRacingAdds:
-      "new in issue 23's composition model: a resume() racing add()s on a sequential CommandQueue cancels commands"
-      + " nobody cancelled and drained() returns early (~1 workflow in 5,000; see CommandQueueResumeRaceTests)",
-    .sequentialCancelAll:
-      "issue 23 #4 (branch containers): after cancelAll() a sequential CommandQueue starts a new burst while a"
-      + " cancelled command that ignores the cancel still runs (~1 workflow in 3,000)",
-    .drainedReportsCancelledFailures:
-      "new in issue 23's composition model: onDrained passes the burst's JobController.failures, which leave out"
-      + " tasks the job cancelled itself; CommandQueue documents every failed command (docs or code to change;"
-      + " see CommandQueueDrainedFailuresTests)",
-  ]
+  static let waitingForFixes: [CompositionFeature: String] = [:]
 
   /// The features in use: all, minus `waitingForFixes` and `JOBKIT_COMPOSITION_OFF`, plus
   /// `JOBKIT_COMPOSITION_ON`.
