@@ -180,3 +180,40 @@ struct GroupNestingTests {
     #expect(afterward.isCancelled && !log.all.contains("after"))
   }
 }
+
+/// Issue 23, item 8: groups nested 100,000 deep (each the only task of the one above) finish
+/// level after level without nesting the levels on the finishing thread's stack.
+@Suite("Deep group nesting")
+struct DeepGroupNestingTests {
+  /// `nil`: the kinds alternate level by level.
+  @Test(arguments: [GroupKind.sequential, .concurrent, nil])
+  func aHundredThousandNestedGroupsFinish(kind: GroupKind?) async throws {
+    let levels = 100_000
+    let queue = OperationQueue()
+    queue.name = "DeepGroupNestingTests"
+    let ran = Locked(0)
+    let probe = StackProbe()
+    var group: GroupJob = (kind ?? .sequential).make(
+      [BlockTask { ran.mutate { $0 += 1 } }], taskQueue: queue)
+    for level in 1..<levels {
+      let kind = kind ?? (level.isMultiple(of: 2) ? .sequential : .concurrent)
+      let inner = group
+      let outer = kind.make([inner], taskQueue: queue)
+      // Each level's completion runs in its parent's router, level after level.
+      outer.setCompletion(forGroup: type(of: inner)) { probe.record() }
+      group = outer
+    }
+    let root = group
+    let done = Latch()
+    root.startJob()
+    Task {
+      try? await root.waitForFinish()
+      done.open()
+    }
+    #expect(await done.waitOpen(timeout: 120))
+    try root.throwOutcome()
+    #expect(ran.value == 1)
+    #expect(probe.calls == levels - 1)
+    #expect(probe.widestSpread < StackProbe.allowedSpread)
+  }
+}
