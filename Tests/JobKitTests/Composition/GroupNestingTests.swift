@@ -181,14 +181,14 @@ struct GroupNestingTests {
   }
 }
 
-/// Issue 23, item 8: groups nested 100,000 deep (each the only task of the one above) finish
-/// level after level without nesting the levels on the finishing thread's stack.
+/// Issue 23, item 8: groups nested deep (each the only task of the one above) finish level after
+/// level without nesting the levels on the finishing thread's stack. Before the fix, about 4,000
+/// levels crashed a debug build.
 @Suite("Deep group nesting")
 struct DeepGroupNestingTests {
-  /// `nil`: the kinds alternate level by level.
-  @Test(arguments: [GroupKind.sequential, .concurrent, nil])
-  func aHundredThousandNestedGroupsFinish(kind: GroupKind?) async throws {
-    let levels = 100_000
+  /// `kind` `nil`: the kinds alternate level by level, 100,000 deep; one kind throughout, 20,000.
+  @Test(arguments: [(nil, 100_000), (GroupKind.sequential, 20_000), (.concurrent, 20_000)])
+  func nestedGroupsFinishWithoutGrowingTheStack(kind: GroupKind?, levels: Int) async throws {
     let queue = OperationQueue()
     queue.name = "DeepGroupNestingTests"
     let ran = Locked(0)
