@@ -2,6 +2,7 @@
 // timed plan: `jobkit-bench --child VARIANT N` runs one alone, so a release build can be checked.
 //
 //   jobkit-bench --child nest-jobs 100000   # a chain of 100,000 nested JobControllers
+//   jobkit-bench --child nest-cancel 100000 # the same chain cancelled from the root
 //   jobkit-bench --child nest-grp 100000    # 100,000 nested groups, sequential and concurrent alternating
 //   jobkit-bench --child nest-wait 6        # BlockTasks whose bodies runAndWait() the next level
 //   jobkit-bench --child nest-run 6         # the same levels awaited with run() instead
@@ -11,20 +12,39 @@
 import Foundation
 import JobKit
 
-/// A job whose `main()` tracks the next job of a chain `below` levels deep.
+/// A job whose `main()` tracks the next job of a chain `below` levels deep; the deepest tracks
+/// `leaf`, if any.
 final class ChainJob: JobController, @unchecked Sendable {
   // @unchecked Sendable: immutable after init.
   let below: Int
+  let leaf: Operation?
 
-  init(below: Int, queue: OperationQueue) {
+  init(below: Int, queue: OperationQueue, leaf: Operation? = nil) {
     self.below = below
+    self.leaf = leaf
     super.init(taskQueue: queue)
   }
 
   override func main() {
     if below > 0 {
-      trackAndQueue(ChainJob(below: below - 1, queue: taskQueue))
+      trackAndQueue(ChainJob(below: below - 1, queue: taskQueue, leaf: leaf))
+    } else if let leaf {
+      trackAndQueue(leaf)
     }
+  }
+}
+
+/// A task that runs until it is cancelled, and says when it started.
+final class UntilCancelled: ConcurrentOperation, @unchecked Sendable {
+  // @unchecked Sendable: `started` is a thread-safe semaphore.
+  let started = DispatchSemaphore(value: 0)
+
+  override func operationStart() {
+    started.signal()
+  }
+
+  override func operationCancelled() {
+    operationDone()
   }
 }
 
@@ -32,6 +52,19 @@ final class ChainJob: JobController, @unchecked Sendable {
 func runNestedJobs(_ n: Int) {
   let queue = OperationQueue()
   try! ChainJob(below: n - 1, queue: queue).runAndWait()
+}
+
+/// A chain of `n` nested jobs whose deepest task runs until cancelled: the root is cancelled once
+/// that task started, and the cancel travels down every level.
+func runNestedCancel(_ n: Int) {
+  let queue = OperationQueue()
+  let leaf = UntilCancelled()
+  let root = ChainJob(below: n - 1, queue: queue, leaf: leaf)
+  root.startJob()
+  leaf.started.wait()
+  root.cancel()
+  root.waitUntilFinished()
+  precondition(root.isCancelled && leaf.isFinished)
 }
 
 /// `n` groups, each the only task of the one above it, kinds alternating, run to its end.
@@ -89,6 +122,7 @@ func runNestedRawWaits(_ n: Int) {
 
 let nestingVariants: [Variant] = [
   Variant(name: "nest-jobs", baseline: "nest-jobs", summary: "a chain of N nested jobs", run: runNestedJobs),
+  Variant(name: "nest-cancel", baseline: "nest-cancel", summary: "N nested jobs cancelled", run: runNestedCancel),
   Variant(name: "nest-grp", baseline: "nest-grp", summary: "N nested groups", run: runNestedGroups),
   Variant(name: "nest-wait", baseline: "nest-wait", summary: "N levels of runAndWait() in bodies", run: runNestedWaits),
   Variant(name: "nest-run", baseline: "nest-wait", summary: "N levels of await run() in bodies", run: runNestedRuns),

@@ -217,3 +217,34 @@ struct DeepGroupNestingTests {
     #expect(probe.widestSpread < StackProbe.allowedSpread)
   }
 }
+
+extension DeepGroupNestingTests {
+  /// Cancelling the outermost of 100,000 nested groups (kinds alternating) cancels every level
+  /// down to the innermost task, and every level finishes cancelled. Before the fix the cancel
+  /// recursed once per level and crashed.
+  @Test func cancellingAHundredThousandNestedGroups() async throws {
+    let levels = 100_000
+    let queue = OperationQueue()
+    queue.name = "DeepGroupNestingTests.cancel"
+    let innermost = ManualTask("innermost")
+    var group: GroupJob = SequentialGroup([innermost], taskQueue: queue)
+    for level in 1..<levels {
+      let kind = level.isMultiple(of: 2) ? GroupKind.sequential : .concurrent
+      group = kind.make([group], taskQueue: queue)
+    }
+    let root = group
+    root.startJob()
+    #expect(await innermost.startedLatch.waitOpen(timeout: 120))
+    // On a thread of its own: the whole tree is cancelled, then finishes, on this thread.
+    Thread { root.cancel() }.start()
+    #expect(await innermost.cancelledLatch.waitOpen(timeout: 120))
+    let done = Latch()
+    Task {
+      try? await root.waitForFinish()
+      done.open()
+    }
+    #expect(await done.waitOpen(timeout: 120))
+    #expect(root.isCancelled)
+    #expect(throws: CancellationError.self) { try root.throwOutcome() }
+  }
+}

@@ -33,6 +33,22 @@ struct DeepNestingTests {
     #expect(root.fractionCompleted == 1)
   }
 
+  /// Cancelling the root of 100,000 nested jobs cancels every level down to the deepest task,
+  /// and the chain finishes cancelled.
+  @Test func cancellingAHundredThousandNestedJobs() async throws {
+    let levels = 100_000
+    let deepest = ManualTask("deepest")
+    let root = ChainJob(
+      below: levels - 1, queue: ChainJob.sharedQueue, probe: StackProbe(),
+      leaf: { job in job.trackAndQueue(deepest) })
+    root.startJob()
+    #expect(await deepest.startedLatch.waitOpen(timeout: 120))
+    // On a thread of its own, like the finish above.
+    Thread { root.cancel() }.start()
+    #expect(await deepest.cancelledLatch.waitOpen(timeout: 120))
+    await #expect(throws: CancellationError.self) { _ = try await finishes(root, startingIt: false) }
+  }
+
   /// The stack of the thread that finishes a chain does not grow with the chain: every level's
   /// `allTasksFinished()` runs at about the same depth. (Before the fix, 2,000 levels spread over
   /// megabytes of stack, so this fails without crashing.)
