@@ -49,6 +49,39 @@ struct DeepNestingTests {
     await #expect(throws: CancellationError.self) { _ = try await finishes(root, startingIt: false) }
   }
 
+  /// The iterative sum weighs each level as the recursive one did: a nested job counts as one
+  /// task of its parent, split among its own tasks.
+  @Test func aNestedJobCountsAsOneTaskOfItsParentSplitAmongItsOwn() async throws {
+    let a = ManualTask("a")
+    let b = ManualTask("b")
+    let c = ManualTask("c")
+    let routedA = Latch()
+    let routedB = Latch()
+    let inner = ScriptedJob { job in
+      job.trackAndQueue(b) { _ in routedB.open() }
+      job.trackAndQueue(c)
+    }
+    let root = ScriptedJob { job in
+      job.trackAndQueue(inner)
+      job.trackAndQueue(a) { _ in routedA.open() }
+    }
+    _ = root.progress
+    root.startJob()
+    for task in [a, b, c] {
+      #expect(await task.startedLatch.waitOpen())
+    }
+    #expect(root.fractionCompleted == 0)
+    b.finish()
+    #expect(await routedB.waitOpen())
+    #expect(root.fractionCompleted == 0.25)  // (0 + 1/2) / 2
+    a.finish()
+    #expect(await routedA.waitOpen())
+    #expect(root.fractionCompleted == 0.75)  // (1 + 1/2) / 2
+    c.finish()
+    try await root.run()
+    #expect(root.fractionCompleted == 1)
+  }
+
   /// The stack of the thread that finishes a chain does not grow with the chain: every level's
   /// `allTasksFinished()` runs at about the same depth. (Before the fix, 2,000 levels spread over
   /// megabytes of stack, so this fails without crashing.)
