@@ -256,7 +256,7 @@ func format(_ value: Double, _ digits: Int = 2) -> String {
 
 let arguments = CommandLine.arguments
 if arguments.count == 4, arguments[1] == "--child" {
-  guard let variant = (variants + compositionVariants).first(where: { $0.name == arguments[2] }),
+  guard let variant = (variants + compositionVariants + nestingVariants).first(where: { $0.name == arguments[2] }),
     let n = Int(arguments[3])
   else {
     fatalError("unknown child arguments \(arguments)")

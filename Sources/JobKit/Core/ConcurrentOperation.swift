@@ -132,6 +132,10 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
   /// posted (releasing dependents, `waitUntilFinished()`, the queue slot and `completionBlock`),
   /// then a job tracking this operation is told. That job may run its callbacks on this thread
   /// before this method returns, so do not call it while holding a lock those callbacks need.
+  /// Called while another operation's finish is being told on this thread (inside a job's
+  /// callback or router, which is where a nested job finishes), the job tracking this operation
+  /// is told on this thread right after that one, so finishes of nested jobs never pile up on the
+  /// stack (see <doc:RoutingAndThreads>).
   public final func operationDone(error: (any Error)? = nil) {
     switch state.withLock({ $0.finish(error: error) }) {
     case .misuse(let code):
@@ -142,7 +146,7 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
       reportMisuse(code, what)
     case .notify(let observers):
       postFinishChange()
-      observers.notifyEach { $0.operationDidFinish(self) }
+      ThreadDrain.notify(observers, of: self)
     }
   }
 

@@ -73,24 +73,47 @@ extension JobController: ProgressReporting {
   ///
   /// It can go down when the job tracks new tasks, as the job discovers more work.
   public var fractionCompleted: Double {
+    let (done, total, nested) = fractionParts()
+    guard let total else { return done }
+    guard !nested.isEmpty else { return min(1, done / total) }
+    // A nested job's fraction is the sum of its own parts: walk the tree with a list of
+    // (job, weight) instead of recursing, so a chain of any depth costs no stack.
+    var sum = done / total
+    var pending = nested.map { (job: $0, weight: 1 / total) }
+    while let next = pending.popLast() {
+      let (done, total, nested) = next.job.fractionParts()
+      guard let total else {
+        sum += next.weight * done
+        continue
+      }
+      sum += next.weight * done / total
+      for child in nested {
+        pending.append((child, next.weight / total))
+      }
+    }
+    return min(1, sum)
+  }
+
+  /// This job's part of ``fractionCompleted``: routed tasks plus the fraction of unrouted
+  /// non-job tasks that report progress, over `total` (`nil` when the sum is the fraction
+  /// already: the job finished, or tracked nothing yet), and the unrouted nested jobs, whose
+  /// fraction the caller adds (each counts up to one task of `total`).
+  private func fractionParts() -> (done: Double, total: Double?, nested: [JobController]) {
     _ = progress
     let (completed, total, finished, reporters) = jobState.withLock { $0.progress.fractionInputs() }
-    if finished { return 1 }
-    guard total > 0 else { return 0 }
+    if finished { return (1, nil, []) }
+    guard total > 0 else { return (0, nil, []) }
     var done = Double(completed)
+    var nested: [JobController] = []
     for task in reporters {
       // With no lock held: a task's `progress` is its own code.
-      let fraction: Double
       if let job = task as? JobController {
-        fraction = job.fractionCompleted
+        nested.append(job)
       } else if let reporting = task as? any ProgressReporting {
-        fraction = reporting.progress.fractionCompleted
-      } else {
-        fraction = 0
+        done += min(1, max(0, reporting.progress.fractionCompleted))
       }
-      done += min(1, max(0, fraction))
     }
-    return min(1, done / Double(total))
+    return (done, Double(total), nested)
   }
 
   /// The text of ``JobController/debugDescription``.

@@ -27,8 +27,15 @@ extension JobController {
     perform(withJobState { $0.stop(reason) })
   }
 
-  /// Carries out a stop: cancels timers, arms the grace period, cancels tasks, routes.
+  /// Carries out a stop that was recorded: now, or, when this thread is carrying out another
+  /// stop (a parent job cancelling this one), right after it, so stops of nested jobs never pile
+  /// up on the stack (see `ThreadDrain`).
   func perform(_ actions: JobState.StopActions) {
+    ThreadDrain.perform(actions, of: self)
+  }
+
+  /// Carries out a stop: cancels timers, arms the grace period, cancels tasks, routes.
+  func performNow(_ actions: JobState.StopActions) {
     for timer in actions.timers {
       timer.cancel()
     }

@@ -180,3 +180,71 @@ struct GroupNestingTests {
     #expect(afterward.isCancelled && !log.all.contains("after"))
   }
 }
+
+/// Issue 23, item 8: groups nested deep (each the only task of the one above) finish level after
+/// level without nesting the levels on the finishing thread's stack. Before the fix, about 4,000
+/// levels crashed a debug build.
+@Suite("Deep group nesting")
+struct DeepGroupNestingTests {
+  /// `kind` `nil`: the kinds alternate level by level, 100,000 deep; one kind throughout, 20,000.
+  @Test(arguments: [(nil, 100_000), (GroupKind.sequential, 20_000), (.concurrent, 20_000)])
+  func nestedGroupsFinishWithoutGrowingTheStack(kind: GroupKind?, levels: Int) async throws {
+    let queue = OperationQueue()
+    queue.name = "DeepGroupNestingTests"
+    let ran = Locked(0)
+    let probe = StackProbe()
+    var group: GroupJob = (kind ?? .sequential).make(
+      [BlockTask { ran.mutate { $0 += 1 } }], taskQueue: queue)
+    for level in 1..<levels {
+      let kind = kind ?? (level.isMultiple(of: 2) ? .sequential : .concurrent)
+      let inner = group
+      let outer = kind.make([inner], taskQueue: queue)
+      // Each level's completion runs in its parent's router, level after level.
+      outer.setCompletion(forGroup: type(of: inner)) { probe.record() }
+      group = outer
+    }
+    let root = group
+    let done = Latch()
+    root.startJob()
+    Task {
+      try? await root.waitForFinish()
+      done.open()
+    }
+    #expect(await done.waitOpen(timeout: 120))
+    try root.throwOutcome()
+    #expect(ran.value == 1)
+    #expect(probe.calls == levels - 1)
+    #expect(probe.widestSpread < StackProbe.allowedSpread)
+  }
+}
+
+extension DeepGroupNestingTests {
+  /// Cancelling the outermost of 100,000 nested groups (kinds alternating) cancels every level
+  /// down to the innermost task, and every level finishes cancelled. Before the fix the cancel
+  /// recursed once per level and crashed.
+  @Test func cancellingAHundredThousandNestedGroups() async throws {
+    let levels = 100_000
+    let queue = OperationQueue()
+    queue.name = "DeepGroupNestingTests.cancel"
+    let innermost = ManualTask("innermost")
+    var group: GroupJob = SequentialGroup([innermost], taskQueue: queue)
+    for level in 1..<levels {
+      let kind = level.isMultiple(of: 2) ? GroupKind.sequential : .concurrent
+      group = kind.make([group], taskQueue: queue)
+    }
+    let root = group
+    root.startJob()
+    #expect(await innermost.startedLatch.waitOpen(timeout: 120))
+    // On a thread of its own: the whole tree is cancelled, then finishes, on this thread.
+    Thread { root.cancel() }.start()
+    #expect(await innermost.cancelledLatch.waitOpen(timeout: 120))
+    let done = Latch()
+    Task {
+      try? await root.waitForFinish()
+      done.open()
+    }
+    #expect(await done.waitOpen(timeout: 120))
+    #expect(root.isCancelled)
+    #expect(throws: CancellationError.self) { try root.throwOutcome() }
+  }
+}

@@ -1,0 +1,118 @@
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Musl)
+  import Musl
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// Finishes and stops that nest on one thread run one after another instead of inside each
+/// other, so a tree of nested jobs of any depth finishes, and is stopped, in constant stack.
+///
+/// **Finishes.** A finish travels up a tree of nested jobs: a task's
+/// ``ConcurrentOperation/operationDone(error:)`` tells its job, whose router may run the job's
+/// last callbacks and finish the job, whose `operationDone` tells the parent job, whose router
+/// finishes the parent, and so on. Told directly, each level would run inside the one below it:
+/// a chain of 100,000 nested jobs (or groups) would need 100,000 levels of stack and overflow it.
+/// So the first finish on a thread to tell observers becomes the thread's finish drain. A finish
+/// that happens on the same thread while the drain tells observers (inside a job's router or
+/// callback) is appended to the drain's list and its `operationDone` returns; the drain tells
+/// those observers once the current ones returned, then any appended meanwhile, until the list is
+/// empty. The operation's state and its `isFinished` notifications still change before its
+/// `operationDone` returns (dependents, `waitUntilFinished()` and the queue slot are released at
+/// once); each operation's observers are told in registration order, each once, with no lock
+/// held; a job's own callbacks keep their order, since one router runs them.
+///
+/// **Stops.** A stop travels down the same tree: a job's stop cancels its tasks, each nested
+/// job's `cancel()` stops it and cancels its own tasks, and so on. So the first stop on a thread
+/// to carry out its actions (cancel tasks, release waiting ones, route) becomes the stop drain. A
+/// stop whose actions come up while the drain carries out others on the same thread (a nested
+/// job cancelled by its parent, or a job stopped from a callback that a cancel caused) is
+/// recorded in its job's state at once, as always (no callback runs after it), and its actions
+/// are carried out right after the current ones, before the outermost stop returns.
+///
+/// Each thread keeps its drain state in a small block made on its first use and freed when the
+/// thread exits (a thread-specific pointer says where it is; other threads never see it). A
+/// finish or stop with no drain running costs one thread-specific read and two flag writes, and
+/// no allocation.
+enum ThreadDrain {
+  private typealias Finishes = [(operation: ConcurrentOperation, observers: OperationState.Observers)]
+
+  /// One thread's drains: whether each runs, and what was appended to it meanwhile.
+  private struct ThreadState {
+    var isNotifying = false
+    var finishes = Finishes()
+    var isStopping = false
+    var stops: [(job: JobController, actions: JobState.StopActions)] = []
+  }
+
+  /// Where this thread's `ThreadState` lives; freed by the key's destructor when the thread exits.
+  private static let stateKey: pthread_key_t = {
+    var key = pthread_key_t()
+    let created = pthread_key_create(&key) { raw in
+      let pointer: UnsafeMutableRawPointer? = raw
+      guard let state = pointer?.assumingMemoryBound(to: ThreadState.self) else { return }
+      state.deinitialize(count: 1)
+      state.deallocate()
+    }
+    guard created == 0 else {
+      fatalError("JobKit: pthread_key_create failed (out of thread-specific keys)")
+    }
+    return key
+  }()
+
+  /// The calling thread's drain state, made on first use. Only this thread touches it, and never
+  /// across a call out of this type: no lock is needed.
+  private static func threadState() -> UnsafeMutablePointer<ThreadState> {
+    let key = stateKey
+    if let existing = pthread_getspecific(key) {
+      return existing.assumingMemoryBound(to: ThreadState.self)
+    }
+    let state = UnsafeMutablePointer<ThreadState>.allocate(capacity: 1)
+    state.initialize(to: ThreadState())
+    pthread_setspecific(key, state)
+    return state
+  }
+
+  /// Tells `observers` that `operation` finished: now, or once the finish drain running on this
+  /// thread told the observers it is telling. Called with no lock held.
+  static func notify(_ observers: OperationState.Observers, of operation: ConcurrentOperation) {
+    if case .none = observers { return }
+    let state = threadState()
+    if state.pointee.isNotifying {
+      state.pointee.finishes.append((operation, observers))
+      return
+    }
+    state.pointee.isNotifying = true
+    observers.notifyEach { $0.operationDidFinish(operation) }
+    while !state.pointee.finishes.isEmpty {
+      let batch = state.pointee.finishes
+      state.pointee.finishes = []
+      for (finished, observers) in batch {
+        observers.notifyEach { $0.operationDidFinish(finished) }
+      }
+    }
+    state.pointee.isNotifying = false
+  }
+
+  /// Carries out `actions` of `job`'s stop (`JobController.performNow(_:)`): now, or once the
+  /// stop drain running on this thread carried out the actions it is carrying out. Called with
+  /// no lock held, after the stop was recorded in the job's state.
+  static func perform(_ actions: JobState.StopActions, of job: JobController) {
+    let state = threadState()
+    if state.pointee.isStopping {
+      state.pointee.stops.append((job, actions))
+      return
+    }
+    state.pointee.isStopping = true
+    job.performNow(actions)
+    while !state.pointee.stops.isEmpty {
+      let batch = state.pointee.stops
+      state.pointee.stops = []
+      for (stopped, actions) in batch {
+        stopped.performNow(actions)
+      }
+    }
+    state.pointee.isStopping = false
+  }
+}
