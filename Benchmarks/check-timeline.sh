@@ -67,7 +67,7 @@ echo "rendered: $bars task bars, $titles titles"
 
 # The screenshot: as wide as the page, as tall as the timeline (capped).
 height="$(grep -o 'svg class="timeline"[^>]*height="[0-9.]*"' "$work/timeline.html" | grep -o '[0-9.]*"$' | tr -d '"')"
-height=$(( ${height%.*} + 190 ))
+height=$(( ${height%.*} + 150 ))
 (( height > 4000 )) && height=4000
 "$browser" "${flags[@]}" --window-size="1420,$height" --screenshot="$work/timeline.png" \
   "file://$work/timeline.html" >/dev/null 2>"$work/shot.log" || true

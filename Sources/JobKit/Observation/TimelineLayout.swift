@@ -1,5 +1,5 @@
 /// A ``JobTimeline``'s recording laid out for drawing: one track per job (nested jobs right after
-/// their parents), each task a slice on the first lane of its job that is free when it starts.
+/// their parents), each task a slice on a lane of its job where it overlaps no other slice.
 /// Pure: built from a copy of the recording, with no lock held; both writers draw from it.
 struct TimelineLayout: Equatable {
   typealias Outcome = TimelineRecording.Outcome
@@ -17,6 +17,9 @@ struct TimelineLayout: Equatable {
     var waited: Double?
     /// The id of the nested job this task is, if it was followed.
     var nestedJob: Int?
+    /// If its start was delivered in a batch with other events: the delivery before that batch,
+    /// back to which lane assignment may move it (see ``assignLanes(_:)``).
+    var earliest: Double?
 
     var end: Double { begin + duration }
   }
@@ -119,6 +122,10 @@ struct TimelineLayout: Equatable {
     struct Pending {
       var tracked: ContinuousClock.Instant
       var started: ContinuousClock.Instant?
+      /// The delivery before the one that brought `taskTracked` (then `taskStarted`).
+      var floor: ContinuousClock.Instant
+      /// Whether its last event (`taskStarted`, else `taskTracked`) came in a batch with others.
+      var batched: Bool
     }
     struct Key: Hashable {
       var task: String
@@ -131,18 +138,36 @@ struct TimelineLayout: Equatable {
     var begin: ContinuousClock.Instant?
     var end: ContinuousClock.Instant?
     var outcome: Outcome?
+    // Events come in delivery order; each delivery stamps its batch with one instant. A start
+    // delivered in a batch with other events may have happened well before its stamp, though
+    // after the previous delivery: there, lanes may move it back (see `assignLanes`).
+    var perStamp: [ContinuousClock.Instant: Int] = [:]
     for event in job.events {
+      perStamp[event.at, default: 0] += 1
+    }
+    var delivery: ContinuousClock.Instant?
+    var previousDelivery: ContinuousClock.Instant?
+    for event in job.events {
+      if let last = delivery, event.at > last {
+        previousDelivery = last
+      }
+      delivery = event.at
+      let floor = previousDelivery ?? event.at
       switch event {
       case .started(let at):
         begin = at
       case .taskTracked(let task, let group, let at):
-        pending[Key(task: task, group: group), default: []].append(Pending(tracked: at))
+        pending[Key(task: task, group: group), default: []].append(
+          Pending(tracked: at, floor: floor, batched: perStamp[at, default: 0] > 1))
       case .taskStarted(let task, let group, let at):
         let key = Key(task: task, group: group)
+        let batched = perStamp[at, default: 0] > 1
         if let index = pending[key]?.firstIndex(where: { $0.started == nil }) {
           pending[key]![index].started = at
+          pending[key]![index].floor = max(pending[key]![index].floor, floor)
+          pending[key]![index].batched = batched
         } else {
-          pending[key, default: []].append(Pending(tracked: at, started: at))
+          pending[key, default: []].append(Pending(tracked: at, started: at, floor: floor, batched: batched))
         }
       case .taskFinished(let task, let group, let duration, let taskOutcome, let at):
         let key = Key(task: task, group: group)
@@ -151,6 +176,7 @@ struct TimelineLayout: Equatable {
         let estimate = at - duration
         var sliceEnd = at
         var waited: Double?
+        var earliest: Double?
         if let runs = pending[key], !runs.isEmpty {
           let index = runs.indices.min(by: {
             abs(((runs[$0].started ?? runs[$0].tracked) - estimate).seconds)
@@ -159,11 +185,12 @@ struct TimelineLayout: Equatable {
           let run = pending[key]!.remove(at: index)
           sliceEnd = min(at, (run.started ?? run.tracked) + duration)
           waited = run.started.map { ($0 - run.tracked).seconds }
+          earliest = run.batched ? seconds(run.floor) : nil
         }
         slices.append(
           Slice(
             task: task, group: group, begin: seconds(sliceEnd - duration), duration: duration.seconds,
-            outcome: taskOutcome, waited: waited))
+            outcome: taskOutcome, waited: waited, earliest: earliest))
       case .groupFinished(let group, let at):
         markers.append(Marker(kind: .groupFinished(group), at: seconds(at)))
       case .allTasksFinished(let at):
@@ -184,21 +211,38 @@ struct TimelineLayout: Equatable {
       slices: slices, lanes: lanes, markers: markers)
   }
 
-  /// Sorts `slices` by start and puts each on the first lane that is free when it starts.
+  /// Gives each slice a lane, so that slices of one lane never overlap, and sorts them by start.
   /// Returns the number of lanes.
+  ///
+  /// Event timestamps are delivery times: a task's start is delivered when it happened or
+  /// later, batched with the events other threads recorded meanwhile, so a burst of short tasks
+  /// can share one start stamp although they ran one after another. Slices are therefore placed
+  /// from the latest end backwards, each on the first lane whose next slice begins after it
+  /// ends; if none has room, the slice moves back to end where a lane's next slice begins, as
+  /// long as it then begins no earlier than its ``Slice/earliest`` (the delivery before the
+  /// batch that brought its start; a slice delivered alone does not move). A slice is never
+  /// moved later, and keeps its duration.
   static func assignLanes(_ slices: inout [Slice]) -> Int {
-    slices.sort { ($0.begin, $0.end) < ($1.begin, $1.end) }
-    var laneEnds: [Double] = []
+    slices.sort { ($0.end, $0.begin) > ($1.end, $1.begin) }
+    // Where each lane's earliest placed slice begins.
+    var laneStarts: [Double] = []
     for index in slices.indices {
       let slice = slices[index]
-      if let lane = laneEnds.firstIndex(where: { $0 <= slice.begin }) {
+      if let lane = laneStarts.firstIndex(where: { $0 >= slice.end }) {
         slices[index].lane = lane
-        laneEnds[lane] = slice.end
+        laneStarts[lane] = slice.begin
+      } else if let earliest = slice.earliest,
+        let lane = laneStarts.firstIndex(where: { $0 - slice.duration >= earliest })
+      {
+        slices[index].lane = lane
+        slices[index].begin = laneStarts[lane] - slice.duration
+        laneStarts[lane] = slices[index].begin
       } else {
-        slices[index].lane = laneEnds.count
-        laneEnds.append(slice.end)
+        slices[index].lane = laneStarts.count
+        laneStarts.append(slice.begin)
       }
     }
-    return laneEnds.count
+    slices.sort { ($0.begin, $0.lane) < ($1.begin, $1.lane) }
+    return laneStarts.count
   }
 }

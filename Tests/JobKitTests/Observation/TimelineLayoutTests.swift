@@ -144,22 +144,40 @@ struct TimelineLayoutTests {
   }
 
   @Test(arguments: [
-    // (begin, end) pairs and the lanes they get.
+    // (begin, end) pairs, and the lanes of the slices in start order (placed latest end first).
     ([(0.0, 1.0), (1.0, 2.0), (2.0, 3.0)], [0, 0, 0], 1),
-    ([(0.0, 3.0), (1.0, 2.0), (1.5, 4.0), (2.0, 5.0)], [0, 1, 2, 1], 3),
+    ([(0.0, 3.0), (1.0, 2.0), (1.5, 4.0), (2.0, 5.0)], [2, 0, 1, 0], 3),
     ([(5.0, 6.0), (0.0, 10.0)], [0, 1], 2),
   ])
-  func lanesAreTheFirstFreeOneInStartOrder(spans: [(Double, Double)], lanes: [Int], count: Int) {
+  func lanesNeverOverlap(spans: [(Double, Double)], lanes: [Int], count: Int) {
     var slices = spans.map {
       TimelineLayout.Slice(task: "t", group: "g", begin: $0.0, duration: $0.1 - $0.0, outcome: .succeeded)
     }
     #expect(TimelineLayout.assignLanes(&slices) == count)
+    // Sorted by start; nothing moved (no slice may begin earlier than it does).
+    #expect(slices.map(\.begin) == spans.map(\.0).sorted())
     #expect(slices.map(\.lane) == lanes)
-    // No two slices of one lane overlap.
     for lane in 0..<count {
       let mine = slices.filter { $0.lane == lane }
       #expect(zip(mine, mine.dropFirst()).allSatisfy { $0.end <= $1.begin })
     }
+  }
+
+  @Test func aBurstOfShortTasksDeliveredTogetherIsLaidEndToEndWithinWhatTheEventsAllow() {
+    // Ten 1 ms tasks tracked from 0 ms, their starts all delivered at 20 ms: they ran one after
+    // another before that, not ten at once.
+    var slices = (0..<10).map { _ in
+      TimelineLayout.Slice(task: "t", group: "g", begin: 0.020, duration: 0.001, outcome: .succeeded, earliest: 0)
+    }
+    #expect(TimelineLayout.assignLanes(&slices) == 1)
+    #expect(slices.allSatisfy { $0.end <= 0.021 + 1e-12 && $0.begin >= 0 && abs($0.duration - 0.001) < 1e-12 })
+    #expect(zip(slices, slices.dropFirst()).allSatisfy { $0.end <= $1.begin + 1e-12 })
+    // Tracked only at 19.5 ms: at most the first half-millisecond is free, so most need a lane.
+    var late = (0..<3).map { _ in
+      TimelineLayout.Slice(task: "t", group: "g", begin: 0.020, duration: 0.001, outcome: .succeeded, earliest: 0.0195)
+    }
+    #expect(TimelineLayout.assignLanes(&late) == 3)
+    #expect(late.allSatisfy { $0.begin == 0.020 })
   }
 
   @Test func nothingRecordedIsAnEmptyLayout() {

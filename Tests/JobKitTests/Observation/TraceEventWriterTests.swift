@@ -95,7 +95,7 @@ struct TraceEventWriterTests {
         .taskTracked(task: "read ✓", group: "Work<Array<Int>>", at: b.at(1)),
         .taskTracked(task: "read ✓", group: "Work<Array<Int>>", at: b.at(1)),
         .taskTracked(task: "Group", group: "Group", at: b.at(1)),
-        .taskStarted(task: "read ✓", group: "Work<Array<Int>>", at: b.at(1)),
+        .taskStarted(task: "read ✓", group: "Work<Array<Int>>", at: b.at(1.2)),
         .taskStarted(task: "read ✓", group: "Work<Array<Int>>", at: b.at(1.5)),
         .taskStarted(task: "Group", group: "Group", at: b.at(2)),
         .taskFinished(
@@ -133,7 +133,7 @@ struct TraceEventWriterTests {
     #expect(tasks.count == 4)
     let reads = tasks.filter { $0.name == "read ✓" }
     #expect(reads.map(\.cat) == ["Work<Array<Int>>", "Work<Array<Int>>"])
-    #expect(reads.map(\.tid) == [1, 2])
+    #expect(reads.map(\.tid) == [3, 2])
     // Each finish is matched to the start its duration points at: 3 ms - 2 ms and 4.5 ms - 3 ms.
     #expect(reads.map { $0.args?["outcome"]?.text } == ["succeeded", "failed"])
     #expect(reads.last?.args?["error"]?.text == "bad \\ thing\t1")
