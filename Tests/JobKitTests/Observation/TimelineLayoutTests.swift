@@ -180,6 +180,40 @@ struct TimelineLayoutTests {
     #expect(late.allSatisfy { $0.begin == 0.020 })
   }
 
+  @Test func startsDeliveredInOneBatchAreLaidEndToEndAfterThePreviousDelivery() {
+    // Three 1 ms tasks tracked at 1 ms; their starts and finishes all came in one delivery at
+    // 5 ms: they ran one after another between 1 ms and 5 ms, not three at once.
+    var recording = RecordingBuilder()
+    let b = recording
+    var events: [TimelineRecording.Event] = [.started(at: b.at(0))]
+    events += (0..<3).map { _ in .taskTracked(task: "T", group: "T", at: b.at(1)) }
+    events += (0..<3).map { _ in .taskStarted(task: "T", group: "T", at: b.at(5)) }
+    events += (0..<3).map { _ in
+      .taskFinished(task: "T", group: "T", duration: milliseconds(1), outcome: .succeeded, at: b.at(5))
+    }
+    _ = recording.job("Job", events)
+    let track = TimelineLayout(recording.jobs).tracks[0]
+    #expect(track.lanes == 1)
+    #expect(track.slices.map { ($0.begin * 1e4).rounded() / 10 } == [2, 3, 4])
+    // The same events delivered one by one stay where they are, on lanes of their own.
+    var alone = RecordingBuilder()
+    let c = alone
+    _ = alone.job(
+      "Job",
+      [.started(at: c.at(0))]
+        + (0..<3).flatMap { index -> [TimelineRecording.Event] in
+          [
+            .taskTracked(task: "T", group: "T", at: c.at(1 + 0.1 * Double(index))),
+            .taskStarted(task: "T", group: "T", at: c.at(4 + 0.1 * Double(index))),
+          ]
+        }
+        + (0..<3).map { index in
+          .taskFinished(
+            task: "T", group: "T", duration: milliseconds(1), outcome: .succeeded, at: c.at(5 + 0.1 * Double(index)))
+        })
+    #expect(TimelineLayout(alone.jobs).tracks[0].lanes == 3)
+  }
+
   @Test func nothingRecordedIsAnEmptyLayout() {
     let layout = TimelineLayout([])
     #expect(layout.tracks.isEmpty)
