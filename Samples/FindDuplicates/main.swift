@@ -86,11 +86,28 @@ let progressLine = ProgressLine(status: status)
 if !options.quiet {
   progressLine.start()
 }
+// --timeline: the job's events are recorded only when asked for.
+let timeline = options.timelinePath.map { _ in JobTimeline() }
+timeline?.record(job)
+
+/// Writes the recorded timeline to the `--timeline` file, if one was asked for.
+func writeTimeline() async {
+  guard let timeline, let path = options.timelinePath else { return }
+  await timeline.waitUntilRecorded()
+  let directories = options.roots.map { PathEscaping.escapedForTerminal($0) }.joined(separator: " ")
+  let contents =
+    path.hasSuffix(".json")
+    ? timeline.traceEventJSON() : Data(timeline.html(title: "find-duplicates \(directories)").utf8)
+  if !FileManager.default.createFile(atPath: path, contents: contents) {
+    writeToStandardError("find-duplicates: cannot write the timeline to \(path)\n")
+  }
+}
 
 Task.detached { [options] in
   do {
     try await job.run()
     progressLine.stop()
+    await writeTimeline()
     guard let report = job.report else { exit(1) }
     writeAll(ReportWriter.standardOutput(report, format: options.format), to: STDOUT_FILENO)
     writeToStandardError(ReportWriter.standardError(report, format: options.format))
@@ -99,6 +116,7 @@ Task.detached { [options] in
     // Only Ctrl-C cancels the job, and the main thread, which took it, reports it and exits.
   } catch {
     progressLine.stop()
+    await writeTimeline()
     writeToStandardError("find-duplicates: \(error)\n")
     exit(1)
   }

@@ -40,6 +40,13 @@ import Testing
     #expect(options.roots == [[0x64, 0xFF]])
   }
 
+  @Test func timelineFile() throws {
+    #expect(try parse(["--timeline", "run.html", "dir"]).timelinePath == "run.html")
+    #expect(try parse(["--timeline=trace.json"]).timelinePath == "trace.json")
+    #expect(try parse(["dir"]).timelinePath == nil)
+    #expect(throws: UsageError.self) { try parse(["--timeline"]) }
+  }
+
   @Test func unknownOptionAndHelp() throws {
     #expect(throws: UsageError.self) { try parse(["--frobnicate"]) }
     #expect(try Options.parse([Array("--help".utf8)]) == .help)

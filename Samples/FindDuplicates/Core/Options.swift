@@ -27,6 +27,9 @@ public struct Options: Sendable, Equatable {
   public var format = OutputFormat.text
   /// No progress line.
   public var quiet = false
+  /// Where to write the job's timeline (`JobTimeline`): a trace-event JSON file if it ends in
+  /// `.json`, else an HTML page. `nil`: no timeline is recorded.
+  public var timelinePath: String?
 
   /// What the command line asks for.
   public enum Request: Sendable, Equatable {
@@ -60,6 +63,9 @@ public struct Options: Sendable, Equatable {
                           (as jdupes -0); the summary goes to standard error.
       --json              Print one JSON document: sets, skipped items, summary.
       -q, --quiet         No progress line.
+      --timeline FILE     Write a picture of the run to FILE: an HTML page with a timeline of
+                          every task, or, if FILE ends in .json, a trace for Perfetto or
+                          chrome://tracing.
       -h, --help          Show this help.
 
     Text output escapes file names so that each is one line: \\ as \\\\, newline, tab and
@@ -108,6 +114,10 @@ public struct Options: Sendable, Equatable {
         options.format = .json
       case "-q", "--quiet":
         options.quiet = true
+      case "--timeline":
+        options.timelinePath = try value(for: argument)
+      case _ where argument.hasPrefix("--timeline="):
+        options.timelinePath = String(argument.dropFirst("--timeline=".count))
       default:
         throw UsageError("unknown option '\(PathEscaping.escapedForTerminal(raw))'")
       }

@@ -28,10 +28,17 @@ extension JobController: ProgressReporting {
   /// }
   /// ```
   public var events: AsyncStream<JobEvent> {
+    events(following: nil)
+  }
+
+  /// ``events``, with `follower` told of each job this job tracks while the stream is listened
+  /// to (see `NestedJobFollower`).
+  func events(following follower: (any NestedJobFollower)?) -> AsyncStream<JobEvent> {
     let (stream, continuation) = AsyncStream.makeStream(of: JobEvent.self)
-    if let id = jobState.withLock({ $0.addListener(continuation) }) {
+    if let id = jobState.withLock({ $0.addListener(continuation, follower: follower) }) {
       continuation.onTermination = { [weak self] _ in
-        self?.jobState.withLock { $0.listeners.remove(id) }
+        // The follower is released here, after the lock.
+        _ = self?.jobState.withLock { $0.listeners.remove(id) }
       }
     } else {
       continuation.finish()

@@ -80,7 +80,12 @@ extension JobController {
   private func confirmTracked(_ task: Operation, node: TrackedTask) {
     let name = task.name
     let now = ContinuousClock.now
-    withJobState { $0.confirmTracked(node, name: name, at: now) }
+    let followers = withJobState { $0.confirmTracked(node, name: name, at: now) }
+    if !followers.isEmpty, let nested = task as? JobController {
+      for follower in followers {
+        follower.follow(nested, trackedBy: self)
+      }
+    }
     if let operation = task as? ConcurrentOperation {
       _ = operation.setStartObserver(node)
     }

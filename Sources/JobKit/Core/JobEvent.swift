@@ -71,6 +71,8 @@ enum PendingJobEvent {
 /// resuming any consumer under a lock.
 struct JobEventListeners {
   private var continuations: [UInt64: AsyncStream<JobEvent>.Continuation] = [:]
+  /// The nested-job followers registered with some of the listeners, by listener.
+  private var followers: [UInt64: any NestedJobFollower] = [:]
   private var nextID: UInt64 = 0
   private var pending: [PendingJobEvent] = []
   private var isDelivering = false
@@ -79,16 +81,29 @@ struct JobEventListeners {
 
   var isEmpty: Bool { continuations.isEmpty }
 
-  /// Adds a listener. Returns `nil` once the job finished.
-  mutating func add(_ continuation: AsyncStream<JobEvent>.Continuation) -> UInt64? {
+  /// Adds a listener, with the follower of the job's nested jobs that comes with it, if any.
+  /// Returns `nil` once the job finished.
+  mutating func add(_ continuation: AsyncStream<JobEvent>.Continuation, follower: (any NestedJobFollower)? = nil)
+    -> UInt64?
+  {
     guard !isClosing else { return nil }
     nextID += 1
     continuations[nextID] = continuation
+    if let follower {
+      followers[nextID] = follower
+    }
     return nextID
   }
 
-  mutating func remove(_ id: UInt64) {
+  /// Removes a listener. Returns its follower, for the caller to release after the lock.
+  mutating func remove(_ id: UInt64) -> (any NestedJobFollower)? {
     continuations[id] = nil
+    return followers.removeValue(forKey: id)
+  }
+
+  /// The followers of nested jobs, to tell of a tracked job after the lock (usually none).
+  var nestedJobFollowers: [any NestedJobFollower] {
+    followers.isEmpty ? [] : Array(followers.values)
   }
 
   /// Records `event` for delivery if anybody listens.
@@ -108,6 +123,8 @@ struct JobEventListeners {
     let listeners: [AsyncStream<JobEvent>.Continuation]
     let events: [PendingJobEvent]
     let close: Bool
+    /// The followers dropped when the streams end, released with the batch after the lock.
+    var droppedFollowers: [any NestedJobFollower] = []
   }
 
   /// After a transition: returns `true` if the caller must deliver (events wait and nobody
@@ -127,8 +144,13 @@ struct JobEventListeners {
     let events = pending
     pending = []
     if isClosing {
-      defer { continuations = [:] }
-      return Delivery(listeners: Array(continuations.values), events: events, close: true)
+      defer {
+        continuations = [:]
+        followers = [:]
+      }
+      return Delivery(
+        listeners: Array(continuations.values), events: events, close: true,
+        droppedFollowers: Array(followers.values))
     }
     return Delivery(listeners: Array(continuations.values), events: events, close: false)
   }

@@ -104,11 +104,15 @@ struct JobState {
   /// A tracked task's finish is observed and events are listened to: record when, and emit
   /// `taskTracked`. `name` is the task's `name`, read by the caller with no lock held. Does
   /// nothing if the task's finish was reported first (it finished meanwhile, and its
-  /// `taskTracked` went out with its `taskFinished`).
-  mutating func confirmTracked(_ node: TrackedTask, name: String?, at now: ContinuousClock.Instant) {
-    guard node.isRegistered, let extras = node.extras, extras.trackedAt == nil else { return }
+  /// `taskTracked` went out with its `taskFinished`). Returns the followers of nested jobs to
+  /// tell if the task is a job (usually none).
+  mutating func confirmTracked(_ node: TrackedTask, name: String?, at now: ContinuousClock.Instant)
+    -> [any NestedJobFollower]
+  {
+    guard node.isRegistered, let extras = node.extras, extras.trackedAt == nil else { return [] }
     extras.trackedAt = now
     listeners.yield(.taskTracked(task: name ?? node.group.name, group: node.group.name))
+    return listeners.nestedJobFollowers
   }
 
   /// `node` turned out to be tracked by this job already (found where its finish is observed):
@@ -378,10 +382,13 @@ struct JobState {
 
   // MARK: Observation
 
-  /// Adds an events listener. Returns `nil` if the job already finished.
-  mutating func addListener(_ continuation: AsyncStream<JobEvent>.Continuation) -> UInt64? {
+  /// Adds an events listener, with a follower of the job's nested jobs if any. Returns `nil` if
+  /// the job already finished.
+  mutating func addListener(
+    _ continuation: AsyncStream<JobEvent>.Continuation, follower: (any NestedJobFollower)? = nil
+  ) -> UInt64? {
     guard !phase.isFinished else { return nil }
-    return listeners.add(continuation)
+    return listeners.add(continuation, follower: follower)
   }
 
   /// Installs `created` as the job's progress unless one exists. Returns the one in use, and
