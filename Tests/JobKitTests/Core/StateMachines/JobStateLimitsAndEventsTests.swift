@@ -123,7 +123,7 @@ struct JobStateLimitsAndEventsTests {
     let task = Alpha()
     task.name = "a"
     let attempt = track(task, in: &state).node
-    state.confirmTracked(attempt, name: "a", at: .now)
+    _ = state.confirmTracked(attempt, name: "a", at: .now)
     let retry = state.beginRetry(of: attempt, at: .now)
     #expect(retry != nil)
     #expect(labels(&state) == ["tracked a"])
@@ -150,7 +150,7 @@ struct JobStateLimitsAndEventsTests {
   @Test func aRetriedTaskIsTrackedOnceAndFinishesOnce() {
     var (state, continuation) = listening()
     let first = track(Alpha(), in: &state).node
-    state.confirmTracked(first, name: "a", at: .now)
+    _ = state.confirmTracked(first, name: "a", at: .now)
     _ = state.beginRetry(of: first, at: .now)
     let claimed = state.claimRetry(of: first)
     #expect(claimed)
@@ -160,8 +160,8 @@ struct JobStateLimitsAndEventsTests {
       Issue.record("the next attempt was not tracked")
       return
     }
-    state.confirmTracked(second, name: "a", at: .now)
-    state.confirmTracked(first, name: "a", at: .now)  // a late confirmation of the replaced one
+    _ = state.confirmTracked(second, name: "a", at: .now)
+    _ = state.confirmTracked(first, name: "a", at: .now)  // a late confirmation of the replaced one
     state.mainReturned()
     _ = state.taskFinished(second, at: .now)
     guard case .route = state.nextStep() else {
@@ -188,10 +188,10 @@ struct JobStateLimitsAndEventsTests {
       return
     }
     _ = state.beginRouting(node, failure: nil, isCancelled: false, name: "x")
-    state.confirmTracked(node, name: "x", at: .now)
+    _ = state.confirmTracked(node, name: "x", at: .now)
     state.taskStarted(node, name: "x", at: .now)
     _ = state.routed(node)
-    state.confirmTracked(node, name: "x", at: .now)
+    _ = state.confirmTracked(node, name: "x", at: .now)
     #expect(labels(&state) == ["tracked x", "finished x", "group Alpha"])
     continuation.finish()
   }
