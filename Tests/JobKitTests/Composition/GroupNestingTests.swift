@@ -186,8 +186,9 @@ struct GroupNestingTests {
 /// levels crashed a debug build.
 @Suite("Deep group nesting")
 struct DeepGroupNestingTests {
-  /// `kind` `nil`: the kinds alternate level by level, 100,000 deep; one kind throughout, 20,000.
-  @Test(arguments: [(nil, 100_000), (GroupKind.sequential, 20_000), (.concurrent, 20_000)])
+  /// `kind` `nil`: the kinds alternate level by level, `deepNestingLevels` deep (100,000); one
+  /// kind throughout, 20,000.
+  @Test(arguments: [(nil, deepNestingLevels), (GroupKind.sequential, 20_000), (.concurrent, 20_000)])
   func nestedGroupsFinishWithoutGrowingTheStack(kind: GroupKind?, levels: Int) async throws {
     let queue = OperationQueue()
     queue.name = "DeepGroupNestingTests"
@@ -223,7 +224,7 @@ extension DeepGroupNestingTests {
   /// down to the innermost task, and every level finishes cancelled. Before the fix the cancel
   /// recursed once per level and crashed.
   @Test func cancellingAHundredThousandNestedGroups() async throws {
-    let levels = 100_000
+    let levels = deepNestingLevels
     let queue = OperationQueue()
     queue.name = "DeepGroupNestingTests.cancel"
     let innermost = ManualTask("innermost")

@@ -12,7 +12,7 @@ struct DeepNestingTests {
   /// recursed once per level and crashed (about 4,000 levels in a debug build), and so did
   /// reading the root's `fractionCompleted` while every level ran.
   @Test func aHundredThousandNestedJobsFinish() async throws {
-    let levels = 100_000
+    let levels = deepNestingLevels
     let deepest = ManualTask("deepest")
     let probe = StackProbe()
     let root = ChainJob(
@@ -36,7 +36,7 @@ struct DeepNestingTests {
   /// Cancelling the root of 100,000 nested jobs cancels every level down to the deepest task,
   /// and the chain finishes cancelled.
   @Test func cancellingAHundredThousandNestedJobs() async throws {
-    let levels = 100_000
+    let levels = deepNestingLevels
     let deepest = ManualTask("deepest")
     let root = ChainJob(
       below: levels - 1, queue: ChainJob.sharedQueue, probe: StackProbe(),
