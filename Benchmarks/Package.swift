@@ -2,9 +2,9 @@
 // JobKit's benchmarks, a package of their own (as swift-nio's `Benchmarks/`), so that the library's
 // package ships no benchmark product and depends on no package:
 //
-//   cd Benchmarks && swift package benchmark                      # allocations and wall clock
-//   cd Benchmarks && swift package benchmark thresholds check     # allocations against Thresholds/
-//   cd Benchmarks && swift run -c release jobkit-bench            # paired wall-time ratios vs raw
+//   swift package benchmark                                          # allocations and wall clock
+//   CI=true swift package benchmark thresholds check --path Thresholds/6.3   # as .ci/run does
+//   swift run -c release jobkit-bench                                # paired wall-time ratios vs raw
 import PackageDescription
 
 /// The package above, named by the identity SwiftPM gives a path dependency: its folder's name
