@@ -105,7 +105,8 @@ func runPipelineBuilds(_ n: Int) {
   }
 }
 
-let compositionVariants: [Variant] = [
+/// The composition variants, and the baseline each one's ratio is taken against.
+public let compositionVariants: [Variant] = [
   Variant(
     name: "grp-co", baseline: "raw",
     summary: "(g) ConcurrentGroup taking N BlockTasks from a lazy sequence (vs (a))", run: runConcurrentGroup),

@@ -1,29 +1,24 @@
-// jobkit-bench: the cost of a JobController against raw OperationQueue, measured in one run.
-//
-//   swift run -c release jobkit-bench            # N = 10k, 100k, 1M; 7/7/5 repetitions
-//   swift run -c release jobkit-bench --quick    # N = 10k, 100k; 3 repetitions
-//
-// Every measurement runs in a fresh child process (this same executable, `--child VARIANT N`),
-// so each peak-memory figure belongs to one variant alone and no run warms up another's heap.
-// Variants of one N are interleaved (a, b, a, b, ...) so machine noise hits both alike; printed
-// are the medians and their ratio, and the median of the per-round (paired) ratios.
+// The core variants of jobkit-bench: a JobController against the raw OperationQueue code it
+// replaces. Each is a child variant (`jobkit-bench --child VARIANT N`) and a package-benchmark case.
 import Foundation
 import JobKit
 
-#if canImport(Glibc)
-  import Glibc
-#elseif canImport(Darwin)
-  import Darwin
-#endif
-
-// MARK: - Variants (run in the child)
-
 /// A variant: does N no-op tasks and returns once all of them finished.
-struct Variant: Sendable {
-  let name: String
-  let baseline: String
-  let summary: String
-  let run: @Sendable (Int) -> Void
+public struct Variant: Sendable {
+  /// The name `jobkit-bench --child NAME N` and the benchmarks use.
+  public let name: String
+  /// The variant this one's ratios are taken against.
+  public let baseline: String
+  /// One line on what it measures.
+  public let summary: String
+  /// Does N tasks (pipeline steps, dispatches) and returns once all of them finished.
+  public let run: @Sendable (Int) -> Void
+
+  /// The variant named `name` among `variants`, `compositionVariants` and the child-only
+  /// `nestingVariants`, if there is one.
+  public static func named(_ name: String) -> Variant? {
+    (variants + compositionVariants + nestingVariants).first { $0.name == name }
+  }
 }
 
 /// (a) Raw OperationQueue: N BlockOperations, counted down to a semaphore.
@@ -123,6 +118,61 @@ func runRawCompletionBlock(_ n: Int) {
   done.wait()
 }
 
+/// (a'') The job a user would write by hand instead of a JobController: plain BlockOperations on an
+/// OperationQueue whose `completionBlock`s hop to one serial DispatchQueue, which runs each task's
+/// own callback, counts the unfinished tasks per type (a per-type callback when a type's count
+/// reaches zero) and calls an all-finished callback once the producer is done and nothing is left.
+/// The producer counts each task up on the same queue before queueing it (a dynamic workflow does
+/// not know N up front), so a finish never overtakes its count.
+final class SerialCallbackJob: @unchecked Sendable {
+  // @unchecked Sendable: every var is touched on `callbacks` (a serial queue) only.
+  private let callbacks = DispatchQueue(label: "jobkit-bench.raw-serial")
+  private let done = DispatchSemaphore(value: 0)
+  private var unfinishedByType: [ObjectIdentifier: Int] = [:]
+  private var producing = true
+  private var finishedTasks = 0
+  private var typesFinished = 0
+  private var allFinishedCalls = 0
+
+  func run(_ n: Int) {
+    let queue = OperationQueue()
+    let type = ObjectIdentifier(BlockOperation.self)
+    for _ in 0..<n {
+      let operation = BlockOperation {}
+      let onFinish: @Sendable () -> Void = { [unowned self] in finishedTasks += 1 }
+      callbacks.async { [unowned self] in unfinishedByType[type, default: 0] += 1 }
+      operation.completionBlock = { [unowned self] in
+        callbacks.async { [unowned self] in
+          onFinish()
+          unfinishedByType[type]! -= 1
+          if unfinishedByType[type] == 0 { typesFinished += 1 }
+          finishIfDone()
+        }
+      }
+      queue.addOperation(operation)
+    }
+    callbacks.async { [unowned self] in
+      producing = false
+      finishIfDone()
+    }
+    done.wait()
+    callbacks.sync {
+      precondition(finishedTasks == n && allFinishedCalls == 1 && typesFinished >= 1)
+    }
+  }
+
+  /// On `callbacks`: the all-finished callback, once the producer is done and no task is left.
+  private func finishIfDone() {
+    guard !producing, unfinishedByType.values.allSatisfy({ $0 == 0 }) else { return }
+    allFinishedCalls += 1
+    done.signal()
+  }
+}
+
+func runRawSerialCallbacks(_ n: Int) {
+  SerialCallbackJob().run(n)
+}
+
 /// A no-op JobKit task: finishes in `operationStart()`, optionally counting down.
 final class NoOpTask: ConcurrentOperation, @unchecked Sendable {
   // @unchecked Sendable: immutable after init.
@@ -155,13 +205,18 @@ func runNativeJob(_ n: Int) {
   CountingJob(n: n) { NoOpTask() }.runToEnd()
 }
 
-/// The variants, and the baseline each one's ratio is taken against.
-let variants: [Variant] = [
+/// The core variants, and the baseline each one's ratio is taken against.
+public let variants: [Variant] = [
   Variant(name: "raw", baseline: "raw", summary: "(a) OperationQueue + N BlockOperations -> semaphore", run: runRaw),
   Variant(
     name: "raw-cb", baseline: "raw",
     summary: "(a') as (a), counting down in each completionBlock (Foundation's finish hook on Linux)",
     run: runRawCompletionBlock),
+  Variant(
+    name: "raw-serial", baseline: "raw-cb",
+    summary:
+      "(a'') the job written by hand: completionBlocks hop to one serial queue that runs per-task, per-type, all-finished callbacks",
+    run: runRawSerialCallbacks),
   // Against raw-cb: a job observes a plain operation through its completionBlock, so that is the floor.
   Variant(
     name: "job", baseline: "raw-cb",
@@ -196,123 +251,5 @@ final class Countdown: @unchecked Sendable {
     defer { lock.unlock() }
     value -= 1
     return value == 0
-  }
-}
-
-/// Peak resident memory of this process in bytes (VmHWM on Linux, ru_maxrss elsewhere).
-func peakResidentBytes() -> Int {
-  #if os(Linux)
-    if let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) {
-      for line in status.split(separator: "\n") where line.hasPrefix("VmHWM:") {
-        let kb = line.split(separator: " ").compactMap { Int($0) }.first ?? 0
-        return kb * 1024
-      }
-    }
-    return 0
-  #else
-    var usage = rusage()
-    getrusage(RUSAGE_SELF, &usage)
-    return Int(usage.ru_maxrss)
-  #endif
-}
-
-// MARK: - Parent: orchestrate children
-
-struct Sample {
-  let seconds: Double
-  let peakBytes: Int
-}
-
-func runChild(_ variant: String, _ n: Int) -> Sample {
-  let process = Process()
-  process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
-  process.arguments = ["--child", variant, String(n)]
-  let pipe = Pipe()
-  process.standardOutput = pipe
-  do {
-    try process.run()
-  } catch {
-    fatalError("cannot start child: \(error)")
-  }
-  let data = pipe.fileHandleForReading.readDataToEndOfFile()
-  process.waitUntilExit()
-  let fields = String(decoding: data, as: UTF8.self).split(separator: " ")
-  guard process.terminationStatus == 0, fields.count == 2,
-    let seconds = Double(fields[0]), let peak = Int(fields[1].trimmingCharacters(in: .whitespacesAndNewlines))
-  else {
-    fatalError("child \(variant) \(n) failed (status \(process.terminationStatus))")
-  }
-  return Sample(seconds: seconds, peakBytes: peak)
-}
-
-func median(_ values: [Double]) -> Double {
-  let sorted = values.sorted()
-  return sorted[sorted.count / 2]
-}
-
-func format(_ value: Double, _ digits: Int = 2) -> String {
-  String(format: "%.\(digits)f", value)
-}
-
-let arguments = CommandLine.arguments
-if arguments.count == 4, arguments[1] == "--child" {
-  guard let variant = (variants + compositionVariants + nestingVariants).first(where: { $0.name == arguments[2] }),
-    let n = Int(arguments[3])
-  else {
-    fatalError("unknown child arguments \(arguments)")
-  }
-  let start = DispatchTime.now().uptimeNanoseconds
-  variant.run(n)
-  let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-  print("\(seconds) \(peakResidentBytes())")
-  exit(0)
-}
-
-let quick = arguments.contains("--quick")
-let plan: [(n: Int, repetitions: Int)] =
-  quick ? [(10_000, 3), (100_000, 3)] : [(10_000, 7), (100_000, 7), (1_000_000, 5)]
-
-print("jobkit-bench: \(ProcessInfo.processInfo.activeProcessorCount) cores, medians of interleaved child runs")
-for variant in variants + compositionVariants {
-  print("  \(variant.name): \(variant.summary)")
-}
-print("")
-print("N          variant  us/task   peak MB   ratio of medians (median of paired ratios), memory vs its baseline")
-var perTaskAtSmallest: [String: Double] = [:]
-for (n, repetitions) in plan {
-  // Composition cases up to 100k only: a million dispatches or pipeline steps says nothing more.
-  let variants = n <= 100_000 ? variants + compositionVariants : variants
-  var samples: [String: [Sample]] = [:]
-  for _ in 0..<repetitions {
-    for variant in variants {
-      samples[variant.name, default: []].append(runChild(variant.name, n))
-    }
-  }
-  for variant in variants {
-    let time = median(samples[variant.name]!.map(\.seconds))
-    let peak = median(samples[variant.name]!.map { Double($0.peakBytes) })
-    let baseTime = median(samples[variant.baseline]!.map(\.seconds))
-    let basePeak = median(samples[variant.baseline]!.map { Double($0.peakBytes) })
-    let perTask = time / Double(n) * 1e6
-    if perTaskAtSmallest[variant.name] == nil { perTaskAtSmallest[variant.name] = perTask }
-    // The paired ratio is the median of the per-round ratios: each round runs a variant right
-    // after its baseline, so a slow spell of the shared machine hits both sides of one ratio.
-    let paired = median(zip(samples[variant.name]!, samples[variant.baseline]!).map { $0.seconds / $1.seconds })
-    let ratio =
-      variant.baseline == variant.name
-      ? ""
-      : "\(format(time / baseTime))x (paired \(format(paired))x), \(format(peak / basePeak))x vs \(variant.baseline)"
-    let label = String(n).padding(toLength: 10, withPad: " ", startingAt: 0)
-    let name = variant.name.padding(toLength: 8, withPad: " ", startingAt: 0)
-    let perTaskText = format(perTask).padding(toLength: 9, withPad: " ", startingAt: 0)
-    let peakText = format(peak / 1e6, 1).padding(toLength: 9, withPad: " ", startingAt: 0)
-    print("\(label) \(name) \(perTaskText) \(peakText) \(ratio)")
-  }
-  if n != plan[0].n {
-    let growth = variants.map { variant -> String in
-      let now = median(samples[variant.name]!.map(\.seconds)) / Double(n) * 1e6
-      return "\(variant.name) \(format(now / perTaskAtSmallest[variant.name]!))x"
-    }
-    print("           per-task cost vs N=\(plan[0].n): \(growth.joined(separator: ", "))")
   }
 }
