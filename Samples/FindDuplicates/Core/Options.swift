@@ -1,3 +1,5 @@
+import Glibc
+
 /// The command line of `find-duplicates`, parsed by hand (the sample depends on JobKit and
 /// Foundation only). Arguments are raw bytes, so a directory whose name is not UTF-8 can be
 /// given.
@@ -123,6 +125,29 @@ public struct Options: Sendable, Equatable {
       throw UsageError("--min-size needs a size such as 100, 4k or 1.5M, not '\(text)'")
     }
     return value
+  }
+}
+
+extension Options {
+  /// Why `root`, a DIR argument, cannot be searched, or `nil` if it can (`stat` follows symbolic
+  /// links): `'NAME': no such file or directory` (the system's message, lower-case), or
+  /// `'NAME': not a directory or regular file`. The name is quoted, so that an empty argument
+  /// reads `'': no such file or directory`, and escaped as in the text output.
+  public static func problem(withRoot root: [UInt8]) -> UsageError? {
+    var status = stat()
+    let found = (root + [0]).withUnsafeBufferPointer { path in
+      path.withMemoryRebound(to: CChar.self) { stat($0.baseAddress!, &status) } == 0
+    }
+    let name = "'\(PathEscaping.escapedForTerminal(root))'"
+    guard found else {
+      let reason = String(cString: strerror(errno))
+      return UsageError("\(name): \(reason.prefix(1).lowercased() + reason.dropFirst())")
+    }
+    let type = status.st_mode & S_IFMT
+    guard type == S_IFDIR || type == S_IFREG else {
+      return UsageError("\(name): not a directory or regular file")
+    }
+    return nil
   }
 }
 
