@@ -8,8 +8,10 @@ import JobKit
 /// 1. **Scan.** One ``ScanDirectory`` task per directory, on raw name bytes; each finished scan
 ///    tracks the scans of its subdirectories (each directory once, by device and inode) and
 ///    adds its regular files to one compact list (paths in a ``PathArena``).
-/// 2. **First blocks.** When the last scan is done: files are grouped by size, hard links to one
-///    file are folded into one (its path that sorts first represents it), and a size shared by
+/// 2. **First blocks.** When the last scan is done: files are grouped by size, the paths of one
+///    file (device and inode: hard links, or one name reached twice) are folded into one (its
+///    path that sorts first represents it; with -H its other names, ``NameIdentity``, are listed
+///    with it), and a size shared by
 ///    several files needs a closer look. Pairs of files up to 64 MiB go straight to step 4 (the
 ///    comparison reads each once and stops at the first difference); larger groups get the hash
 ///    of their first 16 KiB (``HashFirstBlocks``, a batch of files per task).
@@ -18,6 +20,9 @@ import JobKit
 ///    parallel).
 /// 4. **Compare.** Files whose size and hashes agree are compared byte by byte
 ///    (``CompareRanges``), in 64 MiB ranges: a set is reported only if its files are identical.
+///    Each file found equal is then checked with `fstat` on the descriptor its bytes came from:
+///    one whose ``FileStamp`` (device, inode, size, mtime, ctime) is no longer the one the scan
+///    listed changed during the search, and is reported as such and left out.
 /// 5. **Report.** ``allTasksFinished()`` builds the ``report``.
 ///
 /// Each step is set up in the group callback of the previous one, and never after a cancel: a
