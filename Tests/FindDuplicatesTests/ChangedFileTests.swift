@@ -68,6 +68,22 @@ import Testing
     )
   }
 
+  /// Empty files (--min-size 0) are not read: one that is no longer empty when the report is
+  /// made is left out too. The hook fires before the non-empty pair is compared.
+  @Test func anEmptyFileThatGrewIsLeftOut() async throws {
+    let directory = TemporaryDirectory()
+    for name in ["e1", "e2", "e3"] { directory.write(name, "") }
+    for name in ["l1", "l2"] { directory.write(name, "pair") }
+    var configuration = FindDuplicatesJob.Configuration(roots: [directory.path], minimumSize: 0)
+    let once = Once()
+    configuration.hooks.beforeComparing = { if once.claim() { directory.append("e1", Array("grown".utf8)) } }
+    let job = FindDuplicatesJob(configuration: configuration)
+    try await job.run()
+    let report = try #require(job.report)
+    #expect(relativeSets(report, in: directory) == [["l1", "l2"], ["e2", "e3"]])
+    #expect(report.skipped.map(\.path) == [directory.child("e1")])
+  }
+
   /// Files that nothing changes are all reported, and re-checked only when compared.
   @Test func unchangedFilesAreReported() async throws {
     let directory = TemporaryDirectory()

@@ -131,6 +131,17 @@ public final class FileCatalog: Sendable {
     return FileInput(descriptor: descriptor)
   }
 
+  /// Whether `stat` on the path of file `index` still shows the stamp it was listed with (for
+  /// files whose bytes are not compared: the empty ones).
+  func isUnchanged(_ index: Int) -> Bool {
+    let offset = Int(files[index].pathOffset)
+    var status = stat()
+    let result = arena.bytes.withUnsafeBytes { bytes in
+      stat(bytes.baseAddress!.advanced(by: offset).assumingMemoryBound(to: CChar.self), &status)
+    }
+    return result == 0 && FileStamp(status) == files[index].stamp
+  }
+
   /// Whether the path of `first` sorts before the path of `second`, byte by byte.
   public func pathPrecedes(_ first: Int, _ second: Int) -> Bool {
     path(first).lexicographicallyPrecedes(path(second))

@@ -481,7 +481,22 @@ public final class FindDuplicatesJob: JobController, @unchecked Sendable {
     status.begin(.done, total: 0)
     var sets: [DuplicateSet] = []
     for members in directSets {
-      sets.append(duplicateSet(members))
+      // Empty files are not read: each is checked with `stat` instead (only with --min-size 0).
+      // Hard links of one file (-H) are one file: nothing to check.
+      guard members.count >= 2, catalog.files[Int(members[0])].size == 0 else {
+        sets.append(duplicateSet(members))
+        continue
+      }
+      let unchanged = members.filter { member in
+        if catalog.isUnchanged(Int(member)) { return true }
+        skipFile(member, .changedWhileCompared)
+        return false
+      }
+      if unchanged.count >= 2
+        || (configuration.listHardLinks && unchanged.count == 1 && names(of: unchanged[0]).count >= 2)
+      {
+        sets.append(duplicateSet(unchanged))
+      }
     }
     for (group, members) in compareGroups.enumerated() {
       let unitLabels = compareLabels[group]
