@@ -61,9 +61,15 @@ public struct FileRecord: Sendable {
   public var stamp: FileStamp
 
   /// The size in bytes when the file was listed.
-  public var size: Int64 { stamp.size }
+  public var size: Int64 {
+    get { stamp.size }
+    set { stamp.size = newValue }
+  }
   /// The file's device and inode.
-  public var id: FileID { stamp.id }
+  public var id: FileID {
+    get { stamp.id }
+    set { stamp.id = newValue }
+  }
 }
 
 /// File paths as raw bytes, all in one buffer: each path is followed by a NUL so that it can be
