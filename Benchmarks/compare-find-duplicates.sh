@@ -16,9 +16,10 @@
 # links differently, so their sets are compared with find-duplicates' default sets as sets of
 # files (device and inode; a set that names fewer than two files is dropped).
 # Timing runs, output to /dev/null: `jdupes -r -q DIR`, `rdfind -makeresultsfile false DIR`,
-# `rmlint -T df --hidden --without-fiemap -o fdupes:/dev/null DIR` (duplicate files only, hidden
-# files included, as the others; without fiemap, which rmlint uses by default to order reads by
-# disk offset and which fsyncs every file: 5-50x slower here) and `find-duplicates -q DIR`.
+# `rmlint -T df --hidden --without-fiemap --no-backup -o fdupes:FILE DIR` (duplicate files
+# only, hidden files included, as the others; without fiemap, which rmlint uses by default to
+# order reads by disk offset and which fsyncs every file: 5-50x slower here; FILE in $TMPDIR,
+# never /dev/null, which rmlint would rename as a backup) and `find-duplicates -q DIR`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -129,7 +130,8 @@ def rdfind_files(directory):
 
 def rmlint_files(directory):
     results = os.path.join(work, "rmlint.json")
-    subprocess.run(["rmlint", "-T", "df", "--hidden", "--without-fiemap", "-o", "json:" + results, directory],
+    subprocess.run(["rmlint", "-T", "df", "--hidden", "--without-fiemap", "--no-backup", "-o", "json:" + results,
+                    directory],
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     groups = {}
     for item in json.load(open(results)):
@@ -161,7 +163,10 @@ for directory in directories:
     agree = ", ".join((agreement(jdupes_sets, our_linked_sets), agreement(rdfind_files(directory), our_files),
                        agreement(rmlint_files(directory), our_files)))
     commands = (["jdupes", "-r", "-q", directory], ["rdfind", "-makeresultsfile", "false", directory],
-                ["rmlint", "-T", "df", "--hidden", "--without-fiemap", "-o", "fdupes:/dev/null", directory],
+                # Never -o FORMAT:/dev/null: rmlint renames an existing output file out of the
+                # way as a backup, /dev/null too, and then writes a regular file in its place.
+                ["rmlint", "-T", "df", "--hidden", "--without-fiemap", "--no-backup",
+                 "-o", "fdupes:" + os.path.join(work, "rmlint.out"), directory],
                 [tool, "-q", directory])
     for command in commands:  # warm the cache
         measure(command)
