@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
-# Compares find-duplicates with jdupes on the same directories: the sets they find, wall time and
-# peak memory (medians of interleaved runs, warm cache), and how long find-duplicates takes to
-# stop after Ctrl-C.
+# Compares find-duplicates with jdupes, rdfind and rmlint on the same directories: the sets they
+# find, wall time and peak memory (medians of interleaved runs, warm cache), and how long
+# find-duplicates takes to stop after Ctrl-C.
 #
 #   bash Benchmarks/compare-find-duplicates.sh [--runs N] [DIR...]
 #
 # Without DIR it uses /usr/share, /opt/swift (the toolchain), and three generated trees under
 # $TMPDIR: 20,000 small files (40% of them copies), four 200 MB files (three identical, one
-# differing in its last byte) and 200,000 small files in 200 directories (30% of them copies). It installs jdupes and GNU time from Debian's packages if missing
-# (apt-get update once, then apt-get install -y; run as root), and needs python3.
+# differing in its last byte) and 200,000 small files in 200 directories (30% of them copies). It
+# installs jdupes, rdfind, rmlint and GNU time from Debian's packages if missing (apt-get update
+# once, then apt-get install -y; run as root), and needs python3.
 #
-# Options are aligned for the set comparison: both run with -H (hard links are duplicates, every
-# path listed) and -0 (NUL-separated), so the sets can be compared path for path. Timing runs use
-# each tool's defaults: `jdupes -r -q DIR` and `find-duplicates -q DIR`, output to /dev/null.
+# Sets: jdupes and find-duplicates both run with -H (hard links are duplicates, every path
+# listed) and -0 (NUL-separated), and are compared path for path. rdfind and rmlint list hard
+# links differently, so their sets are compared with find-duplicates' default sets as sets of
+# files (device and inode; a set that names fewer than two files is dropped).
+# Timing runs, output to /dev/null: `jdupes -r -q DIR`, `rdfind -makeresultsfile false DIR`,
+# `rmlint -T df --hidden --without-fiemap --no-backup -o fdupes:FILE DIR` (duplicate files
+# only, hidden files included, as the others; without fiemap, which rmlint uses by default to
+# order reads by disk offset and which fsyncs every file: 5-50x slower here; FILE in $TMPDIR,
+# never /dev/null, which rmlint would rename as a backup) and `find-duplicates -q DIR`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,7 +33,9 @@ while [[ $# -gt 0 ]]; do
 done
 
 missing=()
-command -v jdupes >/dev/null || missing+=(jdupes)
+for package in jdupes rdfind rmlint; do
+  command -v "$package" >/dev/null || missing+=("$package")
+done
 [[ -x /usr/bin/time ]] || missing+=(time)
 if [[ ${#missing[@]} -gt 0 ]]; then
   echo "installing ${missing[*]} from Debian's packages"
@@ -78,9 +87,9 @@ PY
   directories=(/usr/share /opt/swift "$work/small-files" "$work/large-files" "$work/many-files")
 fi
 
-python3 - "$tool" "$runs" "${directories[@]}" <<'PY'
-import os, signal, statistics, subprocess, sys, time
-tool, runs, directories = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+python3 - "$tool" "$runs" "$work" "${directories[@]}" <<'PY'
+import json, os, signal, statistics, subprocess, sys, time
+tool, runs, work, directories = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
 
 def sets(output):
     result, current = set(), []
@@ -92,6 +101,49 @@ def sets(output):
             current = []
     return result
 
+def files(groups):
+    """Each group of paths as the set of files (device, inode) it names, if two or more."""
+    result = set()
+    for group in groups:
+        ids = set()
+        for path in group:
+            try:
+                status = os.lstat(path)
+                ids.add((status.st_dev, status.st_ino))
+            except OSError:
+                pass
+        if len(ids) >= 2:
+            result.add(frozenset(ids))
+    return result
+
+def rdfind_files(directory):
+    results = os.path.join(work, "rdfind-results.txt")
+    subprocess.run(["rdfind", "-outputname", results, directory], stdout=subprocess.DEVNULL, check=True)
+    groups = {}
+    with open(results, "rb") as f:
+        for line in f:
+            if line.startswith(b"#"):
+                continue
+            fields = line.rstrip(b"\n").split(b" ", 7)
+            groups.setdefault(abs(int(fields[1])), set()).add((int(fields[4]), int(fields[5])))
+    return {frozenset(ids) for ids in groups.values() if len(ids) >= 2}
+
+def rmlint_files(directory):
+    results = os.path.join(work, "rmlint.json")
+    subprocess.run(["rmlint", "-T", "df", "--hidden", "--without-fiemap", "--no-backup", "-o", "json:" + results,
+                    directory],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    groups = {}
+    for item in json.load(open(results)):
+        if isinstance(item, dict) and item.get("type") == "duplicate_file":
+            groups.setdefault((item["size"], item["checksum"]), []).append(item["path"])
+    return files(groups.values())
+
+def agreement(theirs, ours):
+    if theirs == ours:
+        return "same"
+    return f"DIFFER: {len(theirs - ours)} only theirs, {len(ours - theirs)} only ours"
+
 def measure(command):
     """Wall seconds and peak RSS in KB of one run, from GNU time."""
     result = subprocess.run(["/usr/bin/time", "-f", "%e %M"] + command,
@@ -99,27 +151,35 @@ def measure(command):
     wall, rss = result.stderr.decode().strip().splitlines()[-1].split()
     return float(wall), int(rss)
 
-print(f"{'directory':<40} {'sets':>6}  {'jdupes s':>8} {'ours s':>7} {'time':>6}  {'jdupes MB':>9} {'ours MB':>7} {'memory':>6}")
+names = ("jdupes", "rdfind", "rmlint", "ours")
+print(f"{'directory':<34} {'sets':>5}  " + " ".join(f"{name + ' s':>8}" for name in names) + f" {'time':>6}  "
+      + " ".join(f"{name + ' MB':>9}" for name in names) + f" {'memory':>6}  sets (jdupes, rdfind, rmlint)")
 for directory in directories:
     jdupes_sets = sets(subprocess.run(["jdupes", "-r", "-q", "-H", "-0", directory],
                                       capture_output=True).stdout)
-    our_sets = sets(subprocess.run([tool, "-q", "-H", "-0", directory], capture_output=True).stdout)
-    agree = "same" if jdupes_sets == our_sets else \
-        f"DIFFER: {len(jdupes_sets - our_sets)} only jdupes, {len(our_sets - jdupes_sets)} only ours"
-    jdupes_command = ["jdupes", "-r", "-q", directory]
-    our_command = [tool, "-q", directory]
-    for command in (jdupes_command, our_command):  # warm the cache
+    our_linked_sets = sets(subprocess.run([tool, "-q", "-H", "-0", directory], capture_output=True).stdout)
+    our_sets = sets(subprocess.run([tool, "-q", "-0", directory], capture_output=True).stdout)
+    our_files = files(our_sets)
+    agree = ", ".join((agreement(jdupes_sets, our_linked_sets), agreement(rdfind_files(directory), our_files),
+                       agreement(rmlint_files(directory), our_files)))
+    commands = (["jdupes", "-r", "-q", directory], ["rdfind", "-makeresultsfile", "false", directory],
+                # Never -o FORMAT:/dev/null: rmlint renames an existing output file out of the
+                # way as a backup, /dev/null too, and then writes a regular file in its place.
+                ["rmlint", "-T", "df", "--hidden", "--without-fiemap", "--no-backup",
+                 "-o", "fdupes:" + os.path.join(work, "rmlint.out"), directory],
+                [tool, "-q", directory])
+    for command in commands:  # warm the cache
         measure(command)
-    jdupes_runs, our_runs = [], []
+    results = [[] for _ in commands]
     for _ in range(runs):  # interleaved
-        jdupes_runs.append(measure(jdupes_command))
-        our_runs.append(measure(our_command))
-    jt = statistics.median(r[0] for r in jdupes_runs)
-    ot = statistics.median(r[0] for r in our_runs)
-    jm = statistics.median(r[1] for r in jdupes_runs) / 1024
-    om = statistics.median(r[1] for r in our_runs) / 1024
-    print(f"{directory:<40} {len(our_sets):>6}  {jt:>8.2f} {ot:>7.2f} {ot / max(jt, 0.005):>5.2f}x  "
-          f"{jm:>9.1f} {om:>7.1f} {om / jm:>5.2f}x  sets: {agree}")
+        for result, command in zip(results, commands):
+            result.append(measure(command))
+    times = [statistics.median(r[0] for r in result) for result in results]
+    memory = [statistics.median(r[1] for r in result) / 1024 for result in results]
+    shown = directory if len(directory) <= 34 else "…" + directory[-33:]
+    print(f"{shown:<34} {len(our_linked_sets):>5}  " + " ".join(f"{t:>8.2f}" for t in times)
+          + f" {times[3] / max(times[0], 0.005):>5.2f}x  " + " ".join(f"{m:>9.1f}" for m in memory)
+          + f" {memory[3] / memory[0]:>5.2f}x  {agree}", flush=True)
 
 # Ctrl-C in each phase: the tool runs with standard error on a pseudo-terminal; once its progress
 # line shows the phase, SIGINT follows after a random 0-300 ms, and the time until the process
@@ -127,7 +187,6 @@ for directory in directories:
 # on the 200,000 files; hashing on three sparse 16 GiB files; comparing on two (reading zeros:
 # seconds of each phase).
 import fcntl, pty, random, select, struct, termios
-work = os.path.join(os.environ.get("TMPDIR", "/tmp"), "compare-find-duplicates")
 for name, count in (("sparse", 2), ("sparse3", 3)):
     os.makedirs(os.path.join(work, name), exist_ok=True)
     for index in range(count):

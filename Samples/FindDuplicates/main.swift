@@ -4,29 +4,30 @@
 //     swift run -c release find-duplicates [OPTIONS] [DIR...]     (--help for the options)
 //
 // Exit status: 0 when the search completed (whether or not it found duplicates), 1 if the job
-// failed, 2 for a bad command line or DIR, 130 when interrupted with Ctrl-C.
+// failed or standard output could not be written, 2 for a bad command line or DIR, 130 when
+// interrupted with Ctrl-C (143 with SIGTERM).
 
 import FindDuplicatesCore
 import Foundation
 import JobKit
 
-/// Writes `bytes` to `descriptor`, all of them.
-func writeAll(_ bytes: [UInt8], to descriptor: Int32) {
-  bytes.withUnsafeBytes { buffer in
-    var offset = 0
-    while offset < buffer.count {
-      let written = write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
-      if written < 0 {
-        if errno == EINTR { continue }
-        return
-      }
-      offset += written
-    }
-  }
-}
+/// Standard output: every write checked, records never cut by a signal (see `ReportOutput`).
+let standardOutput = ReportOutput(descriptor: STDOUT_FILENO)
 
 func writeToStandardError(_ text: String) {
-  writeAll(Array(text.utf8), to: STDERR_FILENO)
+  _ = ReportOutput.writeAll(Array(text.utf8), to: STDERR_FILENO)
+}
+
+/// Ends the process after standard output could not be written: quietly for a reader that went
+/// away (as SIGPIPE ends it when it is not ignored), else with one message and status 1.
+func exitAfterFailedOutput(_ outcome: ReportOutput.Outcome) -> Never {
+  if case .failed(let code) = outcome {
+    writeToStandardError("find-duplicates: cannot write to standard output: \(String(cString: strerror(code)))\n")
+    exit(1)
+  }
+  signal(SIGPIPE, SIG_DFL)
+  raise(SIGPIPE)
+  _exit(128 + SIGPIPE)
 }
 
 /// Prints `message` and the way to get help on standard error, and exits with status 2.
@@ -44,7 +45,8 @@ let options: Options
 do {
   switch try Options.parse(arguments) {
   case .help:
-    print(Options.usage)
+    let outcome = ReportOutput.writeAll(Array((Options.usage + "\n").utf8), to: STDOUT_FILENO)
+    if outcome != .written { exitAfterFailedOutput(outcome) }
     exit(0)
   case .run(let parsed):
     options = parsed
@@ -54,22 +56,14 @@ do {
 }
 
 for root in options.roots {
-  var status = stat()
-  let found = (root + [0]).withUnsafeBufferPointer { path in
-    path.withMemoryRebound(to: CChar.self) { stat($0.baseAddress!, &status) } == 0
-  }
-  let name = PathEscaping.escapedForTerminal(root)
-  guard found else {
-    exitWithUsageError("\(name): \(String(cString: strerror(errno)))")
-  }
-  let type = status.st_mode & S_IFMT
-  guard type == S_IFDIR || type == S_IFREG else {
-    exitWithUsageError("\(name): not a directory or regular file")
+  if let problem = Options.problem(withRoot: root) {
+    exitWithUsageError(problem.description)
   }
 }
 
-// Ctrl-C: SIGINT is blocked here, before any other thread exists, so every thread the process
-// creates inherits the block, and the main thread takes the signal with `sigwait` below. The
+// Ctrl-C (and SIGTERM): SIGINT and SIGTERM are blocked here, before any other thread exists, so
+// every thread the process creates inherits the block, and the main thread takes the signal with
+// `sigwait` below. The
 // signal wakes only the thread that handles it: with a handler and a self-pipe it would wake one
 // thread to run the handler and another to read the pipe, each of which may wait for a core that
 // the reading tasks (and, on a shared machine, other programs) are using. So the job does not run
@@ -78,6 +72,7 @@ for root in options.roots {
 var interruptSignals = sigset_t()
 sigemptyset(&interruptSignals)
 sigaddset(&interruptSignals, SIGINT)
+sigaddset(&interruptSignals, SIGTERM)
 pthread_sigmask(SIG_BLOCK, &interruptSignals, nil)
 
 let status = ProgressStatus()
@@ -109,11 +104,18 @@ Task.detached { [options] in
     progressLine.stop()
     await writeTimeline()
     guard let report = job.report else { exit(1) }
-    writeAll(ReportWriter.standardOutput(report, format: options.format), to: STDOUT_FILENO)
-    writeToStandardError(ReportWriter.standardError(report, format: options.format))
-    exit(0)
+    switch standardOutput.write(ReportWriter.records(report, format: options.format)) {
+    case .written:
+      writeToStandardError(ReportWriter.standardError(report, format: options.format))
+      exit(0)
+    case .interrupted:
+      // A signal stopped the output at a record boundary; the main thread, which took it, exits.
+      return
+    case let failure:
+      exitAfterFailedOutput(failure)
+    }
   } catch is CancellationError {
-    // Only Ctrl-C cancels the job, and the main thread, which took it, reports it and exits.
+    // Only a signal cancels the job, and the main thread, which took it, reports it and exits.
   } catch {
     progressLine.stop()
     await writeTimeline()
@@ -122,19 +124,27 @@ Task.detached { [options] in
   }
 }
 
-// Ctrl-C cancels the job: its tasks stop at their next file or read (at most 256 KiB), no next
-// step is set up, and the process exits with 130 once they all finished, or after 50 ms: on a
-// machine short of memory one read can take that long, and nothing is left to clean up (the
-// files are only read, and output is written with write(2), unbuffered).
+// A signal cancels the job: its tasks stop at their next file or read (at most 256 KiB), no next
+// step is set up, and the process exits with 128 + the signal (130 for Ctrl-C) once they all
+// finished, or after 50 ms: on a machine short of memory one read can take that long, and
+// nothing is left to clean up (the files are only read). If the report is being written, the
+// output stops at a record boundary: at once between records, else once the record being
+// written is complete (a second signal exits at once, e.g. when no one reads the pipe).
 var signalNumber: Int32 = 0
-while sigwait(&interruptSignals, &signalNumber) != 0 || signalNumber != SIGINT {}
+while sigwait(&interruptSignals, &signalNumber) != 0 {}
 job.cancel()
 progressLine.stop()
+if !standardOutput.interrupt() {
+  var noWait = timespec(tv_sec: 0, tv_nsec: 0)
+  while !standardOutput.waitForRecordEnd(timeout: .milliseconds(100)) {
+    if sigtimedwait(&interruptSignals, nil, &noWait) > 0 { break }
+  }
+}
 let finished = DispatchSemaphore(value: 0)
 Thread {
   job.waitUntilFinished()
   finished.signal()
 }.start()
 _ = finished.wait(timeout: .now() + .milliseconds(50))
-writeToStandardError("find-duplicates: interrupted\n")
-_exit(130)
+writeToStandardError(signalNumber == SIGTERM ? "find-duplicates: terminated\n" : "find-duplicates: interrupted\n")
+_exit(128 + signalNumber)

@@ -52,3 +52,19 @@ import Testing
     #expect(try Options.parse([Array("--help".utf8)]) == .help)
   }
 }
+
+@Suite struct RootArgumentTests {
+  @Test func aMissingRootIsNamedQuoted() {
+    #expect(Options.problem(withRoot: []) == UsageError("'': no such file or directory"))
+    #expect(
+      Options.problem(withRoot: Array("/no/such/dir".utf8)) == UsageError("'/no/such/dir': no such file or directory"))
+    #expect(Options.problem(withRoot: [0x2F, 0x6E, 0xFF]) == UsageError("'/n\\xff': no such file or directory"))
+  }
+
+  @Test func directoriesAndFilesAreRootsOthersAreNot() {
+    #expect(Options.problem(withRoot: Array("/tmp".utf8)) == nil)
+    #expect(Options.problem(withRoot: Array("/etc/hostname".utf8)) == nil)
+    #expect(
+      Options.problem(withRoot: Array("/dev/null".utf8)) == UsageError("'/dev/null': not a directory or regular file"))
+  }
+}

@@ -100,3 +100,60 @@ func relativeSets(_ report: DuplicateReport, in directory: TemporaryDirectory) -
     set.paths.map { String(decoding: $0.dropFirst(directory.path.count + 1), as: UTF8.self) }
   }
 }
+
+/// Runs `body` on a thread of its own and returns its result: tests block there (on pipes and
+/// semaphores), never on the threads Swift concurrency and OperationQueue share.
+func onThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+  await withCheckedContinuation { continuation in
+    Thread { continuation.resume(returning: body()) }.start()
+  }
+}
+
+/// A flag that is set once, from any thread.
+final class Once: @unchecked Sendable {
+  // @unchecked Sendable: `done` is only touched under `lock`.
+  private let lock = NSLock()
+  private var done = false
+
+  /// `true` the first time only.
+  func claim() -> Bool {
+    lock.withLock {
+      defer { done = true }
+      return !done
+    }
+  }
+}
+
+extension TemporaryDirectory {
+  /// Sets the modification time of `relative` to 2001-09-09, so that a later write changes it
+  /// even on a file system whose clock ticks coarsely.
+  func age(_ relative: String) {
+    var times = [timespec(tv_sec: 1_000_000_000, tv_nsec: 0), timespec(tv_sec: 1_000_000_000, tv_nsec: 0)]
+    _ = withCString(child(relative)) { utimensat(AT_FDCWD, $0, &times, 0) }
+  }
+
+  /// Appends `bytes` to `relative`.
+  func append(_ relative: String, _ bytes: [UInt8]) {
+    let descriptor = withCString(child(relative)) { open($0, O_WRONLY | O_APPEND) }
+    precondition(descriptor >= 0, "cannot open \(relative)")
+    bytes.withUnsafeBytes { _ = Glibc.write(descriptor, $0.baseAddress, $0.count) }
+    close(descriptor)
+  }
+
+  /// Overwrites `relative` in place (same inode, same size) with `bytes`.
+  func overwrite(_ relative: String, _ bytes: [UInt8]) {
+    let descriptor = withCString(child(relative)) { open($0, O_WRONLY) }
+    precondition(descriptor >= 0, "cannot open \(relative)")
+    bytes.withUnsafeBytes { _ = pwrite(descriptor, $0.baseAddress, $0.count, 0) }
+    close(descriptor)
+  }
+}
+
+/// Runs a search with `hooks` and returns its report.
+func search(_ roots: [[UInt8]], hooks: SearchHooks) async throws -> DuplicateReport {
+  var configuration = FindDuplicatesJob.Configuration(roots: roots)
+  configuration.hooks = hooks
+  let job = FindDuplicatesJob(configuration: configuration)
+  try await job.run()
+  return try #require(job.report)
+}

@@ -21,6 +21,14 @@ struct CompareUnit: Sendable {
 /// collision is rare, so there is usually one round). The result for each unit is a label per
 /// member: the position of the member it is equal to over this range, or -1 if it could not be
 /// read. Checks for cancellation between chunks.
+///
+/// A file found equal to another is checked once its bytes were compared: `fstat` on the
+/// descriptor they were read from must show the ``FileStamp`` it was listed with (device,
+/// inode, size, modification and status-change times). One that does not changed during the
+/// search: it is listed as a failure (``ReadFailure/changedWhileCompared``) and left out of the
+/// sets. When the reference changed, the files equal to it still equal each other (each chunk
+/// of each was compared with the same buffer, and they did not change), so only the reference
+/// is left out. Files that differ early are not checked: they are in no set of this round.
 final class CompareRanges: ConcurrentOperation, @unchecked Sendable {
   // @unchecked Sendable: the results are written only by `operationStart()` before it calls
   // `operationDone`, and read only once the task finished.
@@ -31,6 +39,7 @@ final class CompareRanges: ConcurrentOperation, @unchecked Sendable {
   let catalog: FileCatalog
   let units: [CompareUnit]
   let status: ProgressStatus
+  let hooks: SearchHooks
   /// For each unit, a label per member (see the type's description).
   private(set) var labels: [[Int32]] = []
   /// Files that could not be read, and why.
@@ -44,10 +53,11 @@ final class CompareRanges: ConcurrentOperation, @unchecked Sendable {
   private var reference = ReadBuffer(size: 0)
   private var other = ReadBuffer(size: 0)
 
-  init(catalog: FileCatalog, units: [CompareUnit], status: ProgressStatus) {
+  init(catalog: FileCatalog, units: [CompareUnit], status: ProgressStatus, hooks: SearchHooks = SearchHooks()) {
     self.catalog = catalog
     self.units = units
     self.status = status
+    self.hooks = hooks
   }
 
   override func operationStart() {
@@ -168,6 +178,28 @@ final class CompareRanges: ConcurrentOperation, @unchecked Sendable {
       }
       offset += Int64(count)
     }
-    return .compared(equal: active.map(\.position), unequal: unequal, failed: failed)
+    guard !active.isEmpty, !isCancelled else {
+      return .compared(equal: active.map(\.position), unequal: unequal, failed: failed)
+    }
+    if let hook = hooks.afterComparingBytes {
+      let positions = [position] + active.map(\.position)
+      hook(positions.map { Array(catalog.path(Int(unit.members[$0]))) })
+    }
+    // The bytes compared must be those the files were listed with (see the type's description).
+    var equal: [Int] = []
+    for (otherPosition, input) in active {
+      let file = unit.members[otherPosition]
+      if input.isUnchanged(since: catalog.files[Int(file)].stamp) {
+        equal.append(otherPosition)
+      } else {
+        failures.append((file, .changedWhileCompared))
+        failed.append(otherPosition)
+      }
+    }
+    let referenceFile = unit.members[position]
+    if !referenceInput.isUnchanged(since: catalog.files[Int(referenceFile)].stamp) {
+      failures.append((referenceFile, .changedWhileCompared))
+    }
+    return .compared(equal: equal, unequal: unequal, failed: failed)
   }
 }

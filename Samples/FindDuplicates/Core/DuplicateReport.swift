@@ -20,17 +20,21 @@ public struct DuplicateSet: Sendable, Equatable {
   }
 }
 
-/// A file or directory that was left out because it could not be read, and why.
+/// A file or directory that was left out because it could not be read or changed during the
+/// search, and why.
 public struct SkippedItem: Sendable, Equatable {
   /// The raw path.
   public var path: [UInt8]
-  /// Why it was skipped, e.g. "Permission denied".
+  /// Why it was skipped, e.g. "Permission denied" or "changed during the search".
   public var reason: String
+  /// Whether the file was left out because it changed during the search (it was readable).
+  public var changed: Bool
 
   /// An item skipped for `reason`.
-  public init(path: [UInt8], reason: String) {
+  public init(path: [UInt8], reason: String, changed: Bool = false) {
     self.path = path
     self.reason = reason
+    self.changed = changed
   }
 }
 

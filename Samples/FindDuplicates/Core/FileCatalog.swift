@@ -20,16 +20,56 @@ public struct FileID: Hashable, Sendable {
   }
 }
 
-/// One regular file found by the scan: 32 bytes, its path kept in a ``PathArena``.
+/// What `stat` says about a file when it is listed: which file it is and which version of its
+/// content. A file whose stamp differs later (`fstat` on the descriptor its bytes were read
+/// from) changed during the search, or the path now names another file.
+public struct FileStamp: Hashable, Sendable {
+  /// The file's device and inode.
+  public var id: FileID
+  /// The size in bytes.
+  public var size: Int64
+  /// `st_mtim` in nanoseconds: the content's last change.
+  public var modified: Int64
+  /// `st_ctim` in nanoseconds: the last change of the content or the inode (a write, a
+  /// `utimensat` that set `st_mtim` back, a `rename` over it); it cannot be set from user space.
+  public var changed: Int64
+
+  /// The stamp of the file `status` describes.
+  public init(_ status: stat) {
+    id = FileID(status)
+    size = Int64(status.st_size)
+    modified = Int64(status.st_mtim.tv_sec) &* 1_000_000_000 &+ Int64(status.st_mtim.tv_nsec)
+    changed = Int64(status.st_ctim.tv_sec) &* 1_000_000_000 &+ Int64(status.st_ctim.tv_nsec)
+  }
+
+  /// A stamp from its parts.
+  public init(id: FileID, size: Int64, modified: Int64 = 0, changed: Int64 = 0) {
+    self.id = id
+    self.size = size
+    self.modified = modified
+    self.changed = changed
+  }
+}
+
+/// One regular file found by the scan: 48 bytes, its path kept in a ``PathArena``.
 public struct FileRecord: Sendable {
   /// Where the path starts in the arena.
   public var pathOffset: UInt32
   /// The path's length in bytes, without the NUL that follows it in the arena.
   public var pathLength: UInt32
-  /// The size in bytes.
-  public var size: Int64
+  /// Identity, size and times when the file was listed.
+  public var stamp: FileStamp
+
+  /// The size in bytes when the file was listed.
+  public var size: Int64 {
+    get { stamp.size }
+    set { stamp.size = newValue }
+  }
   /// The file's device and inode.
-  public var id: FileID
+  public var id: FileID {
+    get { stamp.id }
+    set { stamp.id = newValue }
+  }
 }
 
 /// File paths as raw bytes, all in one buffer: each path is followed by a NUL so that it can be
@@ -95,6 +135,17 @@ public final class FileCatalog: Sendable {
     }
     guard descriptor >= 0 else { throw ReadFailure(errno: errno) }
     return FileInput(descriptor: descriptor)
+  }
+
+  /// Whether `stat` on the path of file `index` still shows the stamp it was listed with (for
+  /// files whose bytes are not compared: the empty ones).
+  func isUnchanged(_ index: Int) -> Bool {
+    let offset = Int(files[index].pathOffset)
+    var status = stat()
+    let result = arena.bytes.withUnsafeBytes { bytes in
+      stat(bytes.baseAddress!.advanced(by: offset).assumingMemoryBound(to: CChar.self), &status)
+    }
+    return result == 0 && FileStamp(status) == files[index].stamp
   }
 
   /// Whether the path of `first` sorts before the path of `second`, byte by byte.

@@ -5,21 +5,29 @@ import Glibc
 public struct ReadFailure: Error, Sendable, Equatable, CustomStringConvertible {
   /// The reason, e.g. "Permission denied".
   public let reason: String
+  /// Whether the file was readable but changed during the search (rather than unreadable).
+  public let isChange: Bool
 
   /// A failure with `reason`.
-  public init(reason: String) {
+  public init(reason: String, isChange: Bool = false) {
     self.reason = reason
+    self.isChange = isChange
   }
 
   /// The failure for `errno` value `code`.
   public init(errno code: Int32) {
-    reason = String(cString: strerror(code))
+    self.init(reason: String(cString: strerror(code)))
   }
 
   /// The file ended before the size the scan found.
   public static func sizeChanged(expected: Int64, read: Int64) -> ReadFailure {
-    ReadFailure(reason: "changed while being read (expected \(expected) bytes, got \(read))")
+    ReadFailure(reason: "changed while being read (expected \(expected) bytes, got \(read))", isChange: true)
   }
+
+  /// After its bytes were compared, the file's size, times, device or inode (`fstat` on the
+  /// descriptor they were read from) were no longer those it was listed with: its content
+  /// changed during the search, or the path named another file when it was opened.
+  public static let changedWhileCompared = ReadFailure(reason: "changed during the search", isChange: true)
 
   /// The reason.
   public var description: String { reason }
@@ -50,6 +58,14 @@ struct FileInput {
 
   func close() {
     _ = Glibc.close(descriptor)
+  }
+
+  /// Whether the open file is still the one `stamp` describes, unchanged: same device, inode,
+  /// size, modification and status-change times (one `fstat`, no path lookup).
+  func isUnchanged(since stamp: FileStamp) -> Bool {
+    var status = stat()
+    guard fstat(descriptor, &status) == 0 else { return false }
+    return FileStamp(status) == stamp
   }
 
   /// Reads up to `count` bytes at `offset` into `buffer`; fewer only at the end of the file.

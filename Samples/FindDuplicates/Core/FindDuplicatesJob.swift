@@ -8,8 +8,10 @@ import JobKit
 /// 1. **Scan.** One ``ScanDirectory`` task per directory, on raw name bytes; each finished scan
 ///    tracks the scans of its subdirectories (each directory once, by device and inode) and
 ///    adds its regular files to one compact list (paths in a ``PathArena``).
-/// 2. **First blocks.** When the last scan is done: files are grouped by size, hard links to one
-///    file are folded into one (its path that sorts first represents it), and a size shared by
+/// 2. **First blocks.** When the last scan is done: files are grouped by size, the paths of one
+///    file (device and inode: hard links, or one name reached twice) are folded into one (its
+///    path that sorts first represents it; with -H its other names, ``NameIdentity``, are listed
+///    with it), and a size shared by
 ///    several files needs a closer look. Pairs of files up to 64 MiB go straight to step 4 (the
 ///    comparison reads each once and stops at the first difference); larger groups get the hash
 ///    of their first 16 KiB (``HashFirstBlocks``, a batch of files per task).
@@ -18,6 +20,9 @@ import JobKit
 ///    parallel).
 /// 4. **Compare.** Files whose size and hashes agree are compared byte by byte
 ///    (``CompareRanges``), in 64 MiB ranges: a set is reported only if its files are identical.
+///    Each file found equal is then checked with `fstat` on the descriptor its bytes came from:
+///    one whose ``FileStamp`` (device, inode, size, mtime, ctime) is no longer the one the scan
+///    listed changed during the search, and is reported as such and left out.
 /// 5. **Report.** ``allTasksFinished()`` builds the ``report``.
 ///
 /// Each step is set up in the group callback of the previous one, and never after a cancel: a
@@ -42,6 +47,8 @@ public final class FindDuplicatesJob: JobController, @unchecked Sendable {
     public var listHardLinks: Bool
     /// How many reading tasks may run at once; default, one per core.
     public var readers = max(1, ProcessInfo.processInfo.activeProcessorCount)
+    /// Moments where tests act (none by default).
+    public var hooks = SearchHooks()
 
     /// A configuration; only `roots` has no default.
     public init(roots: [[UInt8]], minimumSize: Int64 = 1, followSymlinks: Bool = false, listHardLinks: Bool = false) {
@@ -92,6 +99,9 @@ public final class FindDuplicatesJob: JobController, @unchecked Sendable {
   /// For a file with several paths: its representative (first path) → how many paths follow
   /// it in `catalog.files`, itself included.
   private var linkCounts: [UInt32: UInt32] = [:]
+  /// For a file with several paths, once asked for: the catalog indices of its different names
+  /// (see ``names(of:)``).
+  private var linkNames: [UInt32: [UInt32]] = [:]
   /// Groups of representatives to compare, each of one size, and the labels of their units.
   private var compareGroups: [[UInt32]] = []
   private var compareLabels: [[[Int32]]] = []
@@ -144,7 +154,7 @@ public final class FindDuplicatesJob: JobController, @unchecked Sendable {
         }
       case S_IFREG:
         statistics.filesScanned += 1
-        addFile(size: Int64(status.st_size), id: FileID(status)) { $0.append(path: root) }
+        addFile(FileStamp(status)) { $0.append(path: root) }
       default:
         statistics.specialEntriesIgnored += 1
       }
@@ -189,7 +199,7 @@ public final class FindDuplicatesJob: JobController, @unchecked Sendable {
           rebasing: names[Int(entry.nameStart)..<Int(entry.nameStart + entry.nameLength)])
         switch entry.kind {
         case .directory:
-          if visitedDirectories.insert(entry.id).inserted {
+          if visitedDirectories.insert(entry.stamp.id).inserted {
             var path = task.directory
             if path.last != UInt8(ascii: "/") { path.append(UInt8(ascii: "/")) }
             path.append(contentsOf: name)
@@ -199,7 +209,7 @@ public final class FindDuplicatesJob: JobController, @unchecked Sendable {
           }
         case .file:
           filesFound += 1
-          addFile(size: entry.size, id: entry.id) { $0.append(directory: task.directory, name: name) }
+          addFile(entry.stamp) { $0.append(directory: task.directory, name: name) }
         }
       }
       for failure in task.failures {
@@ -213,13 +223,13 @@ public final class FindDuplicatesJob: JobController, @unchecked Sendable {
     status.scanned(files: filesFound, directories: 1)
   }
 
-  private func addFile(size: Int64, id: FileID, path: (inout PathArena) -> (offset: UInt32, length: UInt32)) {
-    guard size >= configuration.minimumSize else {
-      if size == 0 { statistics.emptyFilesIgnored += 1 } else { statistics.smallFilesIgnored += 1 }
+  private func addFile(_ stamp: FileStamp, path: (inout PathArena) -> (offset: UInt32, length: UInt32)) {
+    guard stamp.size >= configuration.minimumSize else {
+      if stamp.size == 0 { statistics.emptyFilesIgnored += 1 } else { statistics.smallFilesIgnored += 1 }
       return
     }
     let (offset, length) = path(&arena)
-    files.append(FileRecord(pathOffset: offset, pathLength: length, size: size, id: id))
+    files.append(FileRecord(pathOffset: offset, pathLength: length, stamp: stamp))
   }
 
   // MARK: - Group by size
@@ -264,7 +274,8 @@ public final class FindDuplicatesJob: JobController, @unchecked Sendable {
         members.append(UInt32(start))
         if end - start > 1 {
           linkCounts[UInt32(start)] = UInt32(end - start)
-          paths += distinctPaths(start..<end)
+          // Only -H needs to know now whether the paths are different names.
+          paths += configuration.listHardLinks ? names(of: UInt32(start)).count : 1
         } else {
           paths += 1
         }
@@ -292,14 +303,26 @@ public final class FindDuplicatesJob: JobController, @unchecked Sendable {
     }
   }
 
-  /// How many different paths the hard links `range` of the catalog have (a path given twice,
-  /// through overlapping arguments, counts once).
-  private func distinctPaths(_ range: Range<Int>) -> Int {
-    var count = 1
-    for index in range.dropFirst() where catalog.path(index) != catalog.path(index - 1) {
-      count += 1
+  /// The catalog indices of the different names of file `member` (a representative): its first
+  /// path, and each further path that is another hard link, not the same name spelled
+  /// differently (``NameIdentity``: `X` and `./X`, a directory given twice, a symbolic link to
+  /// the file followed with -L). Looked up once per file, only for files with several paths.
+  private func names(of member: UInt32) -> [UInt32] {
+    guard let count = linkCounts[member] else { return [member] }
+    if let known = linkNames[member] { return known }
+    var result: [UInt32] = [member]
+    var seen: Set<NameIdentity> = []
+    if let identity = NameIdentity(path: catalog.path(Int(member))) { seen.insert(identity) }
+    for index in Int(member) + 1..<Int(member + count) where catalog.path(index) != catalog.path(index - 1) {
+      // A path that no longer names anything counts as a name of its own: it was one when listed.
+      guard let identity = NameIdentity(path: catalog.path(index)) else {
+        result.append(UInt32(index))
+        continue
+      }
+      if seen.insert(identity).inserted { result.append(UInt32(index)) }
     }
-    return count
+    linkNames[member] = result
+    return result
   }
 
   // MARK: - First blocks
@@ -430,11 +453,14 @@ public final class FindDuplicatesJob: JobController, @unchecked Sendable {
     }
     compareLabels = Array(repeating: [], count: compareGroups.count)
     guard !units.isEmpty else { return }
+    configuration.hooks.beforeComparing?()
     let total = units.reduce(0) { $0 + $1.length * Int64($1.members.count) }
     status.begin(.comparing, total: total)
     let cost: (CompareUnit) -> Int64 = { $0.length * Int64($0.members.count) }
     queue(units, total: total, length: cost) { batch, _ in
-      trackAndQueue(CompareRanges(catalog: catalog, units: batch, status: status)) { self.compared($0) }
+      trackAndQueue(CompareRanges(catalog: catalog, units: batch, status: status, hooks: configuration.hooks)) {
+        self.compared($0)
+      }
     }
   }
 
@@ -455,7 +481,22 @@ public final class FindDuplicatesJob: JobController, @unchecked Sendable {
     status.begin(.done, total: 0)
     var sets: [DuplicateSet] = []
     for members in directSets {
-      sets.append(duplicateSet(members))
+      // Empty files are not read: each is checked with `stat` instead (only with --min-size 0).
+      // Hard links of one file (-H) are one file: nothing to check.
+      guard members.count >= 2, catalog.files[Int(members[0])].size == 0 else {
+        sets.append(duplicateSet(members))
+        continue
+      }
+      let unchanged = members.filter { member in
+        if catalog.isUnchanged(Int(member)) { return true }
+        skipFile(member, .changedWhileCompared)
+        return false
+      }
+      if unchanged.count >= 2
+        || (configuration.listHardLinks && unchanged.count == 1 && names(of: unchanged[0]).count >= 2)
+      {
+        sets.append(duplicateSet(unchanged))
+      }
     }
     for (group, members) in compareGroups.enumerated() {
       let unitLabels = compareLabels[group]
@@ -497,12 +538,11 @@ public final class FindDuplicatesJob: JobController, @unchecked Sendable {
   private func duplicateSet(_ members: [UInt32]) -> DuplicateSet {
     var paths: [[UInt8]] = []
     for member in members {
-      let links = Int(linkCounts[member] ?? 1)
-      let first = Int(member)
-      paths.append(Array(catalog.path(first)))
-      for index in first + 1..<first + links where catalog.path(index) != catalog.path(index - 1) {
+      paths.append(Array(catalog.path(Int(member))))
+      guard linkCounts[member] != nil else { continue }
+      for index in names(of: member).dropFirst() {
         statistics.hardLinks += 1
-        if configuration.listHardLinks { paths.append(Array(catalog.path(index))) }
+        if configuration.listHardLinks { paths.append(Array(catalog.path(Int(index)))) }
       }
     }
     paths.sort(by: PathOrder.precedes)
@@ -510,7 +550,7 @@ public final class FindDuplicatesJob: JobController, @unchecked Sendable {
   }
 
   private func skip(_ path: [UInt8], _ failure: ReadFailure) {
-    skipped.append(SkippedItem(path: path, reason: failure.reason))
+    skipped.append(SkippedItem(path: path, reason: failure.reason, changed: failure.isChange))
   }
 
   private func skipFile(_ file: UInt32, _ failure: ReadFailure) {

@@ -1,3 +1,5 @@
+import Glibc
+
 /// The command line of `find-duplicates`, parsed by hand (the sample depends on JobKit and
 /// Foundation only). Arguments are raw bytes, so a directory whose name is not UTF-8 can be
 /// given.
@@ -21,7 +23,8 @@ public struct Options: Sendable, Equatable {
   public var followSymlinks = false
   /// List every hard link of a file in its set, and count hard links to one file as duplicates
   /// of each other (as `jdupes -H` and `fdupes -H`). Without it, each file appears once, under
-  /// the path that sorts first byte by byte.
+  /// the path that sorts first byte by byte. Hard links are different names; one name reached
+  /// through several paths (`X` and `./X`) is listed once (see the job's `NameIdentity`).
   public var listHardLinks = false
   /// How the sets are written.
   public var format = OutputFormat.text
@@ -46,8 +49,10 @@ public struct Options: Sendable, Equatable {
 
     Finds files with identical content under each DIR (default: the current directory) and
     prints each set of duplicates, largest waste first. Files are compared byte by byte after a
-    hash, so a reported set is always identical. Unreadable files and directories are reported on
-    standard error and skipped.
+    hash, so a reported set is always identical. A file is one file (device and inode) however
+    many DIRs and paths reach it. A file that changed during the search (its size, times, device
+    or inode, checked again after its bytes were compared, differ from when it was listed) is
+    left out of the sets. Unreadable and changed files are reported on standard error.
 
     Options:
       --min-size SIZE     Only compare files of at least SIZE (default 1, so empty files are
@@ -58,7 +63,11 @@ public struct Options: Sendable, Equatable {
                           directory is still visited once). Default: links are ignored.
       -H, --hard-links    List every hard link of a file, and treat hard links to one file as
                           duplicates. Default: a file appears once, under the path that sorts
-                          first byte by byte (its other links free no space).
+                          first byte by byte (its other links free no space). A hard link is
+                          another name: another directory (by device and inode) or another
+                          name in it. One name reached twice (X and ./X, /abs/dir/X and dir/X,
+                          a directory given twice, a symbolic link to the file with -L) is
+                          listed once.
       -0, --print0        Print each path followed by a NUL and end each set with an extra NUL
                           (as jdupes -0); the summary goes to standard error.
       --json              Print one JSON document: sets, skipped items, summary.
@@ -73,8 +82,10 @@ public struct Options: Sendable, Equatable {
     In JSON, "path" is the name (invalid bytes shown as U+FFFD) and "path_base64" its raw bytes
     when the name is not UTF-8.
 
-    Exit status: 0 when the search completed (with or without duplicates), 1 if it failed, 2 for
-    a bad command line, 130 when interrupted (Ctrl-C).
+    Exit status: 0 when the search completed (with or without duplicates), 1 if it failed or
+    standard output could not be written (one message; a closed pipe ends quietly), 2 for a bad
+    command line, 130 when interrupted (Ctrl-C), 143 on SIGTERM. An interrupted report ends
+    after a whole set (text, -0) or is the whole JSON document or nothing.
     """
 
   /// Parses the arguments that follow the program name.
@@ -133,6 +144,29 @@ public struct Options: Sendable, Equatable {
       throw UsageError("--min-size needs a size such as 100, 4k or 1.5M, not '\(text)'")
     }
     return value
+  }
+}
+
+extension Options {
+  /// Why `root`, a DIR argument, cannot be searched, or `nil` if it can (`stat` follows symbolic
+  /// links): `'NAME': no such file or directory` (the system's message, lower-case), or
+  /// `'NAME': not a directory or regular file`. The name is quoted, so that an empty argument
+  /// reads `'': no such file or directory`, and escaped as in the text output.
+  public static func problem(withRoot root: [UInt8]) -> UsageError? {
+    var status = stat()
+    let found = (root + [0]).withUnsafeBufferPointer { path in
+      path.withMemoryRebound(to: CChar.self) { stat($0.baseAddress!, &status) } == 0
+    }
+    let name = "'\(PathEscaping.escapedForTerminal(root))'"
+    guard found else {
+      let reason = String(cString: strerror(errno))
+      return UsageError("\(name): \(reason.prefix(1).lowercased() + reason.dropFirst())")
+    }
+    let type = status.st_mode & S_IFMT
+    guard type == S_IFDIR || type == S_IFREG else {
+      return UsageError("\(name): not a directory or regular file")
+    }
+    return nil
   }
 }
 

@@ -4,16 +4,24 @@ import Foundation
 public enum ReportWriter {
   /// What goes to standard output for `format`.
   public static func standardOutput(_ report: DuplicateReport, format: Options.OutputFormat) -> [UInt8] {
+    Array(records(report, format: format).joined())
+  }
+
+  /// What goes to standard output for `format`, as the records it may end at when interrupted
+  /// (see ``ReportOutput``): in text, each set with its blank line, then the summary and notes;
+  /// with `-0`, each set with its extra NUL; in JSON, the whole document.
+  public static func records(_ report: DuplicateReport, format: Options.OutputFormat) -> [[UInt8]] {
     switch format {
     case .text:
-      var output = text(report.sets)
-      output += Array((summary(report) + "\n").utf8)
-      for note in notes(report) { output += Array((note + "\n").utf8) }
-      return output
+      var records = report.sets.map { text([$0]) }
+      var ending = Array((summary(report) + "\n").utf8)
+      for note in notes(report) { ending += Array((note + "\n").utf8) }
+      records.append(ending)
+      return records
     case .nulSeparated:
-      return nulSeparated(report.sets)
+      return report.sets.map { nulSeparated([$0]) }
     case .json:
-      return Array(json(report).utf8)
+      return [Array(json(report).utf8)]
     }
   }
 
@@ -26,7 +34,15 @@ public enum ReportWriter {
       for note in notes(report) { output += note + "\n" }
     }
     if !report.skipped.isEmpty {
-      output += "Skipped \(pluralize(report.skipped.count, "unreadable item")):\n"
+      let changed = report.skipped.filter(\.changed).count
+      if changed == 0 {
+        output += "Skipped \(pluralize(report.skipped.count, "unreadable item")):\n"
+      } else if changed == report.skipped.count {
+        output += "Skipped \(pluralize(changed, "file")) that changed during the search:\n"
+      } else {
+        output += "Skipped \(pluralize(report.skipped.count, "item")) (\(report.skipped.count - changed) unreadable,"
+        output += " \(changed) changed during the search):\n"
+      }
       for item in report.skipped {
         output += "  \(PathEscaping.escapedForTerminal(item.path)): \(item.reason)\n"
       }
@@ -79,7 +95,8 @@ public enum ReportWriter {
     output += "\n],\"skipped\":["
     for (index, item) in report.skipped.enumerated() {
       output += index == 0 ? "\n" : ",\n"
-      output += "{" + PathEscaping.jsonFields(item.path) + ",\"reason\":" + PathEscaping.jsonString(item.reason) + "}"
+      output += "{" + PathEscaping.jsonFields(item.path) + ",\"reason\":" + PathEscaping.jsonString(item.reason)
+      output += item.changed ? ",\"changed\":true}" : "}"
     }
     let statistics = report.statistics
     output += "\n],\"summary\":{"

@@ -23,8 +23,8 @@ final class ScanDirectory: ConcurrentOperation, @unchecked Sendable {
     var nameStart: UInt32
     var nameLength: UInt32
     var kind: Kind
-    var size: Int64
-    var id: FileID
+    /// What `fstatat` said: the file's identity, size and times (for a directory, its identity).
+    var stamp: FileStamp
   }
 
   /// The directory's path, without a trailing NUL.
@@ -94,11 +94,9 @@ final class ScanDirectory: ConcurrentOperation, @unchecked Sendable {
     }
     switch status.st_mode & S_IFMT {
     case S_IFREG:
-      entries.append(
-        Entry(
-          nameStart: nameStart, nameLength: nameLength, kind: .file, size: Int64(status.st_size), id: FileID(status)))
+      entries.append(Entry(nameStart: nameStart, nameLength: nameLength, kind: .file, stamp: FileStamp(status)))
     case S_IFDIR:
-      entries.append(Entry(nameStart: nameStart, nameLength: nameLength, kind: .directory, size: 0, id: FileID(status)))
+      entries.append(Entry(nameStart: nameStart, nameLength: nameLength, kind: .directory, stamp: FileStamp(status)))
     default:
       names.removeLast(length)
       ignoredEntries += 1
