@@ -24,8 +24,9 @@ extension GroupJob {
   }
 
   /// The tasks the group started (handed to its ``JobController/taskQueue``) whose finish it has
-  /// not seen yet, in the order it started them. A task listed may still wait in the queue for a
-  /// free slot or for a dependency; a task that finished and waits to be routed is not listed.
+  /// not seen yet, in the order it started them. A task listed may still wait for a free slot
+  /// (of the queue, or of a limit set with ``JobController/setMaxConcurrentTasks(_:forGroup:)``)
+  /// or for a dependency; a task that finished and waits to be routed is not listed.
   ///
   /// A snapshot, as for ``tasks``: it is decided from the group's own bookkeeping (which tasks it
   /// started, which finished), not by asking the tasks' `isExecuting`, so it may be stale as soon
