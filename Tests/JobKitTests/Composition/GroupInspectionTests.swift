@@ -121,4 +121,51 @@ struct GroupInspectionTests {
     await queue.drained()
     #expect(queue.commands.isEmpty)
   }
+
+  /// Stress. Invariants of every snapshot taken on another thread while 2,000 tasks (finishing
+  /// inline or later, chosen by a seeded generator; a quarter added while the group runs) go
+  /// through the group: no task listed twice, every running task is listed, only the group's
+  /// tasks appear, a sequential group runs at most one; at the end nothing is held and every
+  /// task ran exactly once.
+  @Test(arguments: GroupKind.allCases)
+  func snapshotsTakenWhileTheGroupRunsAreConsistent(kind: GroupKind) async throws {
+    let log = EventLog()
+    var generator = SeededGenerator(seed: 20)
+    let steps = (0..<2_000).map { index in
+      Step("\(index)", log: log, finish: Bool.random(using: &generator) ? .inline : .later)
+    }
+    let group = kind.make(Array(steps[..<1_500]))
+    let members = Set(steps.map(ObjectIdentifier.init))
+    let violations = Locked<[String]>([])
+    let snapshots = Locked(0)
+    let stop = Latch()
+    let inspected = Latch()
+    Thread {
+      while !stop.wait(timeout: 0) {
+        let tasks = group.tasks
+        let running = group.runningTasks
+        let ids = tasks.map(ObjectIdentifier.init)
+        var problems: [String] = []
+        if Set(ids).count != ids.count { problems.append("a task listed twice") }
+        if !Set(ids).isSubset(of: members) { problems.append("a task that is not the group's") }
+        if !Set(running.map(ObjectIdentifier.init)).isSubset(of: members) {
+          problems.append("a running task that is not the group's")
+        }
+        if kind == .sequential && running.count > 1 { problems.append("\(running.count) running") }
+        if !problems.isEmpty { violations.mutate { $0 += problems } }
+        snapshots.mutate { $0 += 1 }
+      }
+      inspected.open()
+    }.start()
+    group.startJob()
+    for step in steps[1_500...] { group.add(step) }
+    try await group.run()
+    stop.open()
+    #expect(await inspected.waitOpen(timeout: 30))
+    #expect(violations.value.isEmpty)
+    #expect(snapshots.value > 0)
+    #expect(group.tasks.isEmpty && group.runningTasks.isEmpty)
+    let ran = log.all
+    #expect(ran.count == 2_000 && Set(ran).count == 2_000)
+  }
 }
