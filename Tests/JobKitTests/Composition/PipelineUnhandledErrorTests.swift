@@ -137,4 +137,22 @@ struct PipelineUnhandledErrorTests {
     #expect(received.value.first?.hasPrefix("custom ") == true)
     #expect(pipeline.misuses.isEmpty)  // the default was replaced: nothing reported
   }
+
+  /// The state machine, synchronously: `run()` (and `runAndWait()`) mark the outcome awaited,
+  /// also on a pipeline `finally` already submitted; `finally` alone does not.
+  @Test func runMarksTheOutcomeAwaitedEvenAfterFinallySubmitted() {
+    var state = PipelineState<Int>(plan: .steps({ _ in 1 }), errorHandler: nil)
+    #expect(!state.outcomeAwaited)
+    let submitted = state.submit(finally: PipelineHandler(queue: nil, body: { _ in }))
+    #expect(submitted)
+    #expect(!state.outcomeAwaited)
+    let submittedAgain = state.submitForRun()
+    #expect(!submittedAgain)  // already submitted: run() only awaits it
+    #expect(state.outcomeAwaited)
+
+    var fresh = PipelineState<Int>(plan: .steps({ _ in 1 }), errorHandler: nil)
+    let submittedByRun = fresh.submitForRun()
+    #expect(submittedByRun)
+    #expect(fresh.outcomeAwaited)
+  }
 }
