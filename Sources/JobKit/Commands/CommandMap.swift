@@ -181,6 +181,23 @@ public final class CommandMap: Sendable {
     state.withLock { _ = $0.remove(mapping) }
   }
 
+  /// Removes every mapping of every event type (Gummi's `unMapAll`, a dispatcher's
+  /// `removeAllObservers`), including those a loaded ``CommandExtension`` made. Safe from any
+  /// thread.
+  ///
+  /// - Extensions stay loaded: ``unload(_:)`` still calls their ``CommandExtension/didUnload()``
+  ///   (with no mapping left to remove), and mappings they make later are added as usual.
+  /// - A dispatch that already took its snapshot still runs the removed mappings (as after
+  ///   ``unmap(_:)``); a `once` mapping it claims still runs at most once. Dispatches that begin
+  ///   after `unmapAll()` returned see no mapping.
+  /// - The map lets go of the removed mappings, and of what their guards and command factories
+  ///   captured, after releasing its lock (or when the last dispatch holding them ends).
+  public func unmapAll() {
+    let removed = state.withLock { $0.removeAll() }
+    // Released here, after the lock: a closure's captures may run user code in their `deinit`.
+    withExtendedLifetime(removed) {}
+  }
+
   /// The mappings of exactly `event`'s type, in the order a dispatch would consider them.
   public func mappings<Event>(for event: Event.Type) -> [CommandMapping] {
     state.withLock { $0.mappings(for: ObjectIdentifier(event)) }

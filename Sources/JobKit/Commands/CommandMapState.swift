@@ -40,6 +40,14 @@ struct CommandMapState {
     return true
   }
 
+  /// Removes every mapping, of every event type and every extension; the extensions stay
+  /// loaded. Returns the removed mappings, for the caller to release after the lock (their
+  /// closures may capture values whose `deinit` runs user code).
+  mutating func removeAll() -> [ObjectIdentifier: [CommandMapping]] {
+    defer { mappings = [:] }
+    return mappings
+  }
+
   func mappings(for eventKey: ObjectIdentifier) -> [CommandMapping] {
     mappings[eventKey] ?? []
   }

@@ -130,6 +130,34 @@ public final class CommandQueue: Sendable, OperationFinishObserver {
     }
   }
 
+  // MARK: - Inspecting
+
+  /// The commands the queue holds now, oldest burst first: in each burst, those started and not
+  /// finished yet in the order they started, then those waiting (for their turn in sequential
+  /// mode, for ``resume()`` while paused), in the order they were added. MGCommand's `commands`.
+  ///
+  /// A command leaves the list once its burst routed it (it finished), or when ``cancelAll()``
+  /// dropped it before it started. An idle queue holds none. A snapshot, read under the queue's
+  /// and its bursts' locks without asking any command anything: commands may start, finish or
+  /// be added on other threads by the time you read it. Safe from any thread.
+  public var commands: [Operation] {
+    state.withLock { $0.bursts.map(\.group) }.flatMap(\.tasks)
+  }
+
+  /// How many commands the queue holds now (``commands``'s count; the same snapshot rules
+  /// apply). MGCommand's `count`.
+  public var commandCount: Int {
+    commands.count
+  }
+
+  /// The commands the queue started (handed to their operation queue) whose finish it has not
+  /// seen yet, oldest burst first. MGCommand's `activeCommands`. A snapshot decided from the
+  /// queue's own bookkeeping, not from the commands' `isExecuting` (see
+  /// ``GroupJob/runningTasks``). Safe from any thread.
+  public var runningCommands: [Operation] {
+    state.withLock { $0.bursts.map(\.group) }.flatMap(\.runningTasks)
+  }
+
   // MARK: - Bursts
 
   /// The burst `add` must use, and whether it is new (then `add` starts it after adding).

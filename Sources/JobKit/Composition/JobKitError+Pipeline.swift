@@ -8,4 +8,10 @@ extension JobKitError.Code {
   /// `finally`, `run()`, a queue or a job). The started pipeline is not changed; the pipeline
   /// the call returned runs no step and fails with this code.
   public static let modifiedAfterStart = Self(name: "modifiedAfterStart")
+  /// A `Pipeline` failed and nothing handled the failure: it had no `onError` handler, was not
+  /// awaited with `run()` or `runAndWait()`, and no job tracked it and no `waitForFinish()` was
+  /// suspended on it when the step threw. Reported by the default
+  /// `JobKitDiagnostics.unhandledPipelineErrorHandler`, with BlockSequence's message
+  /// `Pipeline named >> NAME << error: ERROR`.
+  public static let unhandledPipelineError = Self(name: "unhandledPipelineError")
 }

@@ -30,6 +30,11 @@ struct PendingTasks {
     return task
   }
 
+  /// Every waiting task, oldest first, left in place (a snapshot, for inspection).
+  var all: [Operation] {
+    storage[head...].map { $0! }
+  }
+
   /// Removes and returns every task, oldest first.
   mutating func removeAll() -> [Operation] {
     let all = storage[head...].map { $0! }

@@ -29,7 +29,10 @@ import Foundation
 ///   called once with the result.
 /// - **Failure**: a step threw. No later step runs, `finally`'s handler is not called, and the
 ///   ``onError(_:)`` handler is called once with the error, which is also the pipeline's
-///   ``ConcurrentOperation/error`` and what ``run()`` throws.
+///   ``ConcurrentOperation/error`` and what ``run()`` throws. A failure nothing handles (no
+///   `onError`, no `run()`, no job tracking it) is not silent: it goes to
+///   ``JobKitDiagnostics/unhandledPipelineErrorHandler`` instead, which by default reports
+///   `Pipeline named >> NAME << error: ERROR` as a misuse.
 /// - **Cancel**: `cancel()` came first. No later step runs and no handler is called; the
 ///   pipeline finishes with `isCancelled` `true` and no error, and ``run()`` throws
 ///   `CancellationError`.
@@ -329,6 +332,9 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
     case .succeeded(let result, let handler):
       PipelineHandler.call(handler, with: result) { self.operationDone() }
     case .failed(let error, let handler):
+      if handler == nil, !withState({ $0.outcomeAwaited }) {
+        reportUnhandledFailure(error)
+      }
       PipelineHandler.call(handler, with: error) { self.operationDone(error: error) }
     }
   }

@@ -45,6 +45,9 @@ struct PipelineState<Output: Sendable> {
   var phase: Phase
   var errorHandler: PipelineHandler<any Error>?
   var finallyHandler: PipelineHandler<Output>?
+  /// `run()` or `runAndWait()` was called: a failure will be thrown to its caller, so it is
+  /// handled (see `Pipeline.reportUnhandledFailure`).
+  var outcomeAwaited = false
 
   init(plan: Plan, errorHandler: PipelineHandler<any Error>?) {
     phase = .notStarted(plan, submitted: false)
@@ -106,6 +109,7 @@ struct PipelineState<Output: Sendable> {
   /// `run()` was called. Returns `true` if the caller must add the pipeline to the shared queue;
   /// `false` if it was already submitted or started (then `run()` just awaits it).
   mutating func submitForRun() -> Bool {
+    outcomeAwaited = true
     guard case .notStarted(let plan, submitted: false) = phase else { return false }
     phase = .notStarted(plan, submitted: true)
     return true
