@@ -113,7 +113,8 @@ open class GroupJob: JobController, @unchecked Sendable {
   }
 
   /// Lets the group finish (with ``JobFailures`` if a task failed), unless a task is being added
-  /// from another thread at this very moment or held tasks wait; then a hold keeps the job alive.
+  /// from another thread at this very moment, or such an add (or a resume) started a task that
+  /// is not routed yet, or held tasks wait; then the job stays alive (a hold, or the task).
   /// Called by the job's router once every started task was routed, serially with the group's
   /// other callbacks, on the thread that routed the last task.
   public final override func allTasksFinished() {

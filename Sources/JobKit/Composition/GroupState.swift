@@ -20,9 +20,12 @@ import Foundation
 /// A stop drops `pending` (the dropped tasks are cancelled and finish before the job can) and
 /// never waits for anything else: the adds in flight hold the job themselves.
 ///
-/// `allTasksFinished()` closes the group only when nothing is in flight and no held task waits;
-/// with held tasks waiting it takes a hold on the job, which keeps the job from finishing until
-/// the group releases it.
+/// `allTasksFinished()` closes the group only when every task it handed out was routed, nothing
+/// is in flight and no held task waits; with held tasks waiting it takes a hold on the job, which
+/// keeps the job from finishing until the group releases it. The router decides to call
+/// `allTasksFinished()` before it does, so an add or a resume from another thread can take its
+/// hold in between, hand a task out and have it tracked, all before the call: the group then
+/// finds that task unrouted and stays open (the job, which tracks it, does not finish either).
 ///
 /// A group with a task source (`TaskSource`) pulls its tasks only inside `main()` and the job's
 /// per-task callbacks, one slot at a time (`reservePull()`, then `pulled(_:)`), so the job cannot
@@ -388,16 +391,20 @@ struct GroupState {
   enum Completion {
     /// Let the job finish.
     case finish
-    /// A start is in flight: it holds the job, which therefore does not finish now, and calls
-    /// `allTasksFinished()` again once the start released its hold. Do nothing.
+    /// A start is in flight (it holds the job) or a task it handed out is tracked and not
+    /// routed yet: the job therefore does not finish now, and `allTasksFinished()` is called
+    /// again once the hold was released or the task was routed. Do nothing.
     case keepOpen
     /// Take a hold on the job (`JobController.holdOpen()`), then call `holdTaken`.
     case holdOpen
   }
 
-  /// The job's `allTasksFinished()`: close unless a start is in flight or held tasks wait.
+  /// The job's `allTasksFinished()`: close unless a task handed out is not routed yet (started
+  /// from another thread after the router decided to call it, see the type's documentation), a
+  /// start is in flight, or held tasks wait.
   mutating func allTasksFinished() -> Completion {
-    guard inFlight == 0 else { return .keepOpen }
+    // `members` holds the waiting tasks and those handed out and not routed yet.
+    guard inFlight == 0, members.count == pending.count else { return .keepOpen }
     guard !needsKeepAlive else {
       keepAlive = .taking
       return .holdOpen

@@ -10,6 +10,8 @@ struct PendingTasks {
 
   var isEmpty: Bool { head == storage.count }
 
+  var count: Int { storage.count - head }
+
   mutating func append(_ task: Operation) {
     storage.append(task)
   }

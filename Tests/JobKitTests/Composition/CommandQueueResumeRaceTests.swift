@@ -6,8 +6,10 @@ import Testing
 /// Found by the composition model (issue 23, seed 2771, no storm at all): commands added to a
 /// sequential `CommandQueue` while a `resume()` from another thread races the adds can be
 /// cancelled without running although nobody called `cancelAll()`, and `drained()` returns before
-/// they finished. Fixed by the add-versus-stop rule (a resume that starts paused commands holds
-/// the burst's job until they are tracked).
+/// they finished. The cause: the burst's router decided to call `allTasksFinished()`, the resume
+/// then took its job hold and started command 0 before the call, and the group closed with
+/// command 0 running and 1 and 2 still waiting. A group now closes only once every task it
+/// started was routed (see `GroupStateAddStopTests`).
 @Suite("CommandQueue resume racing adds")
 struct CommandQueueResumeRaceTests {
   @Test(arguments: [CommandQueue.Mode.sequential, .concurrent])

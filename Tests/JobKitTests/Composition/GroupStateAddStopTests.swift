@@ -49,6 +49,7 @@ struct GroupStateAddStopTests {
     #expect(whileInFlight.isKeepOpen && state.phase == .running)
     let releases = state.endInFlight()
     #expect(!releases)
+    _ = state.taskFinished(task, error: nil)
     let afterwards = state.allTasksFinished()
     #expect(afterwards.isFinish && state.phase == .closed)
   }
@@ -139,6 +140,56 @@ struct GroupStateAddStopTests {
     #expect(Array(launch.tasks).first === task && launch.inFlight)
     let releasesKeepAlive = state.endInFlight()
     #expect(releasesKeepAlive)  // nothing held waits any more
+  }
+
+  /// The resume race of `CommandQueueResumeRaceTests` (issue 23): the router decides to call
+  /// `allTasksFinished()` (nothing tracked, no hold), then, before the call, a resume from
+  /// another thread takes its job hold, hands the first held task out and has it tracked. The
+  /// group must stay open: closing it there stranded the other held tasks (a sequential group
+  /// never started them; its job finished once the first was routed, cancelling them), and
+  /// rejected the adds racing the resume although the group still ran.
+  @Test(arguments: [GroupState.Mode.sequential, .concurrent])
+  func allTasksFinishedCalledAfterAResumeHandedATaskOutKeepsTheGroupOpen(mode: GroupState.Mode) {
+    var state = GroupState(mode: mode)
+    _ = state.setHold(true, generation: 1)
+    let tasks = (0..<3).map { _ in BlockOperation {} }
+    for task in tasks {
+      _ = state.add(task)
+    }
+    _ = state.start()
+    // The router has just decided to call `allTasksFinished()`; the resume wins the race.
+    guard case .needsJobHold = state.setHold(false, generation: 2) else {
+      Issue.record("expected needsJobHold")
+      return
+    }
+    guard case .launch(let resumed) = state.setHold(false, generation: 2, jobHeld: true) else {
+      Issue.record("expected a launch")
+      return
+    }
+    let handedOut = Array(resumed.tasks)
+    #expect(handedOut.count == (mode == .sequential ? 1 : 3) && handedOut.first === tasks[0])
+    _ = state.endInFlight()  // tracked; then the job's hold is released
+    let late = state.allTasksFinished()
+    #expect(late.isKeepOpen && state.phase == .running)
+    // Routing the handed-out tasks starts the rest (sequential), then the group closes.
+    var routed = 0
+    var next = handedOut
+    while let task = next.first {
+      next.removeFirst()
+      routed += 1
+      guard case .launch(let launch) = state.taskFinished(task, error: nil) else {
+        Issue.record("expected a launch")
+        return
+      }
+      next += Array(launch.tasks)
+      if !next.isEmpty {
+        let early = state.allTasksFinished()
+        #expect(early.isKeepOpen)
+      }
+    }
+    #expect(routed == 3)
+    let done = state.allTasksFinished()
+    #expect(done.isFinish && state.phase == .closed)
   }
 
   /// A stale hold change is ignored without asking for a hold.
