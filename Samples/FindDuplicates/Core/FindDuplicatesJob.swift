@@ -184,6 +184,7 @@ public final class FindDuplicatesJob: JobController, @unchecked Sendable {
 
   private func scanned(_ task: ScanDirectory) {
     scansInFlight -= 1
+    configuration.hooks.afterScanningDirectory?(task.directory)
     defer { startScans() }
     if let failure = task.error as? ReadFailure {
       skip(task.directory, failure)
