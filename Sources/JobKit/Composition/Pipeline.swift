@@ -202,7 +202,9 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
   }
 
   private func setErrorHandler(_ handler: PipelineHandler<any Error>) -> Pipeline<Output> {
-    if withState({ $0.setErrorHandler(handler) }) {
+    let (isSet, replaced) = withState { $0.setErrorHandler(handler) }
+    _ = replaced  // released after the lock: the user's earlier handler
+    if isSet {
       return self
     }
     let error = PipelineState<Output>.errorHandlerAfterStart
@@ -300,17 +302,19 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
     } else {
       runner = Task { await self.execute(steps) }
     }
-    if withState({ $0.runnerCreated(runner) }) {
-      runner.cancel()
-    }
+    withState { $0.runnerCreated(runner) }
   }
 
-  override func cancellationRequested() {
+  /// Cancels the Swift task running the steps. Called by ``ConcurrentOperation`` once, after
+  /// ``operationStart()`` returned (so the task exists), on the thread that called `cancel()`, or
+  /// on the starting thread for a `cancel()` that arrived while the pipeline was being started.
+  public override func operationCancelled() {
     withState { $0.cancel() }?.cancel()
   }
 
   override func startCancelled() {
-    withState { $0.endBeforeStart() }
+    let dropped = withState { $0.endBeforeStart() }
+    _ = dropped  // released after the lock: the steps and handlers are the user's closures
     operationDone()
   }
 
@@ -323,7 +327,12 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
     } catch {
       outcome = .failure(error)
     }
-    switch withState({ $0.stepsEnded(outcome) }) {
+    // Read after the steps ended: a cancel() that began before then counts, even one whose
+    // delivery to `operationCancelled()` still waits for `operationStart()` to return.
+    let cancelled = isCancelled
+    let (end, dropped) = withState { $0.stepsEnded(outcome, cancelled: cancelled) }
+    _ = dropped  // released after the lock: the handler the outcome does not call
+    switch end {
     case .cancelled:
       operationDone()
     case .succeeded(let result, let handler):
@@ -343,8 +352,11 @@ extension Pipeline: SelfSubmitting {
 }
 
 extension Pipeline: PipelineCheckpoint {
+  /// Reads the operation's own cancel flag, which `cancel()` sets before anything else: a
+  /// `cancel()` that returned before a step's checkpoint keeps that step from running, even while
+  /// its delivery to ``operationCancelled()`` waits for ``operationStart()`` to return.
   func checkpoint() throws {
-    if withState({ $0.isCancelled }) {
+    if isCancelled {
       throw CancellationError()
     }
   }
