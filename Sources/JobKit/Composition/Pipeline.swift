@@ -42,7 +42,9 @@ import Foundation
 /// ``run()`` returning) only after its handler returned.
 ///
 /// ### Cancel
-/// `cancel()` before the pipeline started means no step runs. While a step runs, `cancel()`
+/// `cancel()` before the pipeline started means no step runs; more generally, no step begins
+/// after a `cancel()` returned, even one that landed while the pipeline was being started. While
+/// a step runs, `cancel()`
 /// cancels the pipeline's Swift task (so the step sees `Task.isCancelled`, cancellable awaits in
 /// it throw, and its `withTaskCancellationHandler` handlers run on the thread that called
 /// `cancel()`), and the next step does not start; the pipeline finishes once the running step
@@ -83,7 +85,9 @@ import Foundation
 ///
 /// ### Memory
 /// A pipeline keeps itself alive while its steps run, and drops its steps and handlers when it
-/// ends, so nothing it captured outlives it and it is freed once you release it.
+/// ends, so nothing it captured outlives it and it is freed once you release it. It releases
+/// them (and a handler replaced by ``onError(_:)``) after its lock, so their captured values'
+/// `deinit` may call back into the pipeline.
 public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
   // @unchecked Sendable: all mutable state is `pipelineState`, only touched under its stripe lock;
   // the rest is immutable.
