@@ -81,3 +81,37 @@ struct CommandReleaseOutsideLocksTests {
     dispatchBox.mutate { $0 = nil }
   }
 }
+
+/// `CommandMapState.unload` hands out the extension and the mappings it removes (issue 23).
+@Suite("CommandMapState unload")
+struct CommandMapStateUnloadTests {
+  private final class Extension: CommandExtension {
+    func configure(_ mapper: CommandExtensionMapper) {}
+  }
+
+  private static func mapping(owner: ObjectIdentifier?) -> CommandMapping {
+    CommandMapping(
+      eventType: FlagAndStringEvent.self, priority: 0, runsOnce: false, guards: [], isBlock: false, owner: owner,
+      makeCommand: { _ in BlockOperation() })
+  }
+
+  @Test func unloadHandsOutTheExtensionAndExactlyItsMappings() {
+    var state = CommandMapState()
+    let commandExtension = Extension()
+    let id = ObjectIdentifier(commandExtension)
+    let loaded = state.load(commandExtension)
+    #expect(loaded)
+    let own = [Self.mapping(owner: id), Self.mapping(owner: id)]
+    let other = Self.mapping(owner: nil)
+    for mapping in own + [other] {
+      let added = state.add(mapping)
+      #expect(added)
+    }
+    let unloaded = state.unload(id)
+    #expect(unloaded?.commandExtension === commandExtension)
+    #expect(Set(unloaded?.mappings ?? []) == Set(own))
+    #expect(state.mappings(for: ObjectIdentifier(FlagAndStringEvent.self)) == [other])
+    let again = state.unload(id)
+    #expect(again == nil)
+  }
+}

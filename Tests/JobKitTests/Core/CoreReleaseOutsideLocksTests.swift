@@ -59,8 +59,13 @@ struct CoreReleaseOutsideLocksTests {
       case .completion:
         job.trackAndQueue(InstantTask()) { [probe] _ in _ = probe }
       case .retryOptions:
-        let policy = RetryPolicy(maxAttempts: 2, initialDelay: .zero) { [probe] _ in _ = probe; return false }
-        job.trackAndQueue(retrying: policy, { [probe] _ in _ = probe; return InstantTask(failure: TestError(1)) }) { _ in }
+        let policy = RetryPolicy(maxAttempts: 2, initialDelay: .zero) { [probe] _ in
+          withExtendedLifetime(probe) { false }
+        }
+        job.trackAndQueue(retrying: policy) { [probe] _ in
+          withExtendedLifetime(probe) { InstantTask(failure: TestError(1)) }
+        } completion: { _ in
+        }
       }
     }
     job.startJob()
