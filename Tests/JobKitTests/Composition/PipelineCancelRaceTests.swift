@@ -37,4 +37,44 @@ struct PipelineCancelRaceTests {
     #expect(pipeline.isCancelled && pipeline.isFinished)
     #expect(pipeline.error == nil && pipeline.result == nil)
   }
+
+  /// The same race left to chance, many times: a thread starts the pipeline (`start()`, as a
+  /// queue does) while another cancels it, both let go at once. A step body that sees `cancel()`
+  /// had returned (the flag is set just after it returned) can only be one that passed its
+  /// checkpoint just before the cancel: at most one such step, and then the pipeline ends
+  /// cancelled (its steps ended after the cancel). On the old code, a lost cancel let the later
+  /// steps run and the pipeline succeed.
+  @Test func aCancelRacingTheStartRunsNoLaterStep() async throws {
+    let broken = Locked<[String]>([])
+    for _ in 0..<1_000 {
+      let cancelReturned = Locked(false)
+      let lateSteps = Locked(0)
+      let step: @Sendable (Int) -> Int = { value in
+        if cancelReturned.value { lateSteps.mutate { $0 += 1 } }
+        return value + 1
+      }
+      let pipeline = Pipeline.start { step(0) }.then(step).then(step)
+      let go = Latch()
+      let cancelled = Latch()
+      Thread {
+        go.wait()
+        pipeline.start()
+      }.start()
+      Thread {
+        go.wait()
+        pipeline.cancel()
+        cancelReturned.mutate { $0 = true }
+        cancelled.open()
+      }.start()
+      go.open()
+      _ = try? await pipeline.waitForFinish()
+      #expect(await cancelled.waitOpen(timeout: 30))
+      let late = lateSteps.value
+      let consistent = pipeline.result == 3 || (pipeline.result == nil && pipeline.isCancelled)
+      if late > 1 || (late > 0 && pipeline.result != nil) || !consistent || pipeline.error != nil {
+        broken.mutate { $0.append("\(late) late step(s), result \(String(describing: pipeline.result))") }
+      }
+    }
+    #expect(broken.value.isEmpty, "\(broken.value.count) pipelines: \(broken.value.prefix(5))")
+  }
 }
