@@ -331,9 +331,9 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
     } catch {
       outcome = .failure(error)
     }
-    // Read after the steps ended: a cancel() that began before then counts, even one whose
+    // Read after the steps ended: a cancel() recorded before then counts, even one whose
     // delivery to `operationCancelled()` still waits for `operationStart()` to return.
-    let cancelled = isCancelled
+    let cancelled = isCancelRecorded
     let (end, dropped) = withState { $0.stepsEnded(outcome, cancelled: cancelled) }
     _ = dropped  // released after the lock: the handler the outcome does not call
     switch end {
@@ -356,11 +356,12 @@ extension Pipeline: SelfSubmitting {
 }
 
 extension Pipeline: PipelineCheckpoint {
-  /// Reads the operation's own cancel flag, which `cancel()` sets before anything else: a
-  /// `cancel()` that returned before a step's checkpoint keeps that step from running, even while
-  /// its delivery to ``operationCancelled()`` waits for ``operationStart()`` to return.
+  /// Reads the cancel recorded by ``ConcurrentOperation`` (which `cancel()` records before it
+  /// returns): a `cancel()` that returned before a step's checkpoint keeps that step from
+  /// running, even while its delivery to ``operationCancelled()`` waits for
+  /// ``operationStart()`` to return.
   func checkpoint() throws {
-    if isCancelled {
+    if isCancelRecorded {
       throw CancellationError()
     }
   }

@@ -169,8 +169,8 @@ struct PipelineState<Output: Sendable> {
     case failed(any Error, PipelineHandler<any Error>?)
   }
 
-  /// The steps returned or threw; `cancelled`: the pipeline's `isCancelled`, read after they
-  /// did. Decides the outcome once: a cancel that came first (read there, or delivered before
+  /// The steps returned or threw; `cancelled`: whether the operation had recorded a cancel,
+  /// read after they did. Decides the outcome once: a cancel that came first (read there, or delivered before
   /// this) wins, and a later cancel changes nothing. Takes both handlers out: the action carries
   /// the one to call, and both are returned as dropped, to release after the lock.
   mutating func stepsEnded(_ outcome: Result<Output, any Error>, cancelled: Bool) -> (EndAction, Dropped) {
