@@ -70,13 +70,11 @@ final class CommandChooser: Sendable {
   /// Stops choosing (no mapping left, or the dispatch finished): drops the mappings not
   /// considered, and tells the map once.
   func stop() {
-    let wasChoosing = report.withLock { report in
-      defer {
-        report.choosing = false
-        report.remaining = []
-      }
-      return report.choosing
+    let (wasChoosing, dropped) = report.withLock { report in
+      defer { report.choosing = false }
+      return (report.choosing, exchange(&report.remaining, with: []))
     }
+    _ = dropped  // released after the lock: a mapping unmapped meanwhile holds the user's closures
     if wasChoosing {
       endChoosing()
     }

@@ -244,7 +244,8 @@ public final class CommandMap: Sendable {
   }
 
   func markUnloaded(_ extensionID: ObjectIdentifier) -> Bool {
-    state.withLock { $0.unload(extensionID) }
+    let unloaded = state.withLock { $0.unload(extensionID) }
+    return unloaded != nil  // and released after the lock: the extension's mappings are the user's
   }
 
   /// Wraps `block` in a command factory.

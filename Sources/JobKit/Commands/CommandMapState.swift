@@ -90,16 +90,25 @@ struct CommandMapState {
     return true
   }
 
-  /// Marks the extension unloaded and removes every mapping it made. Returns `false` (and
-  /// changes nothing) if it was not loaded.
-  mutating func unload(_ extensionID: ObjectIdentifier) -> Bool {
-    guard loadedExtensions.removeValue(forKey: extensionID) != nil else { return false }
+  /// What ``unload(_:)`` took out of the map, for the caller to release after the lock: the
+  /// mappings' guards and factories are the user's closures, and the extension the user's object.
+  struct Unloaded {
+    let commandExtension: any CommandExtension
+    var mappings: [CommandMapping] = []
+  }
+
+  /// Marks the extension unloaded and removes every mapping it made, returning them. Returns
+  /// `nil` (and changes nothing) if it was not loaded.
+  mutating func unload(_ extensionID: ObjectIdentifier) -> Unloaded? {
+    guard let commandExtension = loadedExtensions.removeValue(forKey: extensionID) else { return nil }
+    var unloaded = Unloaded(commandExtension: commandExtension)
     for (key, list) in mappings {
       let kept = list.filter { $0.owner != extensionID }
       if kept.count != list.count {
+        unloaded.mappings += list.filter { $0.owner == extensionID }
         mappings[key] = kept.isEmpty ? nil : kept
       }
     }
-    return true
+    return unloaded
   }
 }

@@ -76,7 +76,10 @@ public final class BlockTask: ConcurrentOperation, ContextConsuming, @unchecked 
   /// then for a task outside a group, which gets a new, empty context when it starts.
   public var context: JobContext? {
     get { withState { $0.context } }
-    set { withState { $0.context = newValue } }
+    set {
+      let replaced = withState { exchange(&$0.context, with: newValue) }
+      _ = replaced  // released after the lock: its values are the user's
+    }
   }
 
   /// Adds the task to ``JobController/sharedJobQueue`` unless JobKit already queued it (a job's

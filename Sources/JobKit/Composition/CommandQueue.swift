@@ -100,7 +100,10 @@ public final class CommandQueue: Sendable, OperationFinishObserver {
   /// commands; setting it is thread-safe.
   public var onDrained: (@Sendable (_ failures: [TaskFailure]) -> Void)? {
     get { state.withLock { $0.onDrained } }
-    set { state.withLock { $0.onDrained = newValue } }
+    set {
+      let replaced = state.withLock { exchange(&$0.onDrained, with: newValue) }
+      _ = replaced  // released after the lock: the user's earlier handler
+    }
   }
 
   /// Suspends until every command added so far has finished; returns at once when the queue is

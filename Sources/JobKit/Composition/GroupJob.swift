@@ -94,7 +94,10 @@ open class GroupJob: JobController, @unchecked Sendable {
   /// the values whose keys the parent's lacks). Safe to read from any thread.
   public var context: JobContext {
     get { groupState.withLock { $0.context } }
-    set { groupState.withLock { $0.context = newValue } }
+    set {
+      let replaced = groupState.withLock { exchange(&$0.context, with: newValue) }
+      _ = replaced  // released after the lock: its values are the user's
+    }
   }
 
   /// Starts the first task (sequential) or every task added so far (concurrent), then pulls
@@ -324,7 +327,8 @@ open class GroupJob: JobController, @unchecked Sendable {
   /// Makes `context` this group's context (see ``ContextSharing``).
   func adoptContext(_ context: JobContext) {
     context.addMissingValues(from: groupState.withLock { $0.context })
-    groupState.withLock { $0.context = context }
+    let replaced = groupState.withLock { exchange(&$0.context, with: context) }
+    _ = replaced  // released after the lock: its values are the user's
   }
 
   /// The job finished (any way): tasks still waiting finish without running, and the source,

@@ -37,12 +37,15 @@ public final class JobContext: Sendable {
     var entries: [ContextStorageKey: Entry] = [:]
     var lastStamp: UInt64 = 0
 
-    mutating func write(_ value: (any Sendable)?, for key: ContextStorageKey) {
+    /// Stores `value` under `key` (`nil` removes it). Returns the entry it replaced, for the
+    /// caller to release after the lock: its value may be a user's object whose `deinit` calls
+    /// back into this context.
+    mutating func write(_ value: (any Sendable)?, for key: ContextStorageKey) -> Entry? {
       if let value {
         lastStamp += 1
-        entries[key] = Entry(value: value, stamp: lastStamp)
+        return entries.updateValue(Entry(value: value, stamp: lastStamp), forKey: key)
       } else {
-        entries.removeValue(forKey: key)
+        return entries.removeValue(forKey: key)
       }
     }
   }
@@ -60,7 +63,10 @@ public final class JobContext: Sendable {
   /// The value stored under `key`, or `nil`. Setting `nil` removes it.
   public subscript<Value>(key: ContextKey<Value>) -> Value? {
     get { state.withLock { $0.entries[key.storageKey]?.value } as? Value }
-    set { state.withLock { $0.write(newValue, for: key.storageKey) } }
+    set {
+      let replaced = state.withLock { $0.write(newValue, for: key.storageKey) }
+      _ = replaced  // released after the lock
+    }
   }
 
   /// Changes the value under `key` in place, starting from `defaultValue` when there is none, and
@@ -87,11 +93,11 @@ public final class JobContext: Sendable {
       let entry = state.withLock { $0.entries[storageKey] }
       var value = (entry?.value as? Value) ?? defaultValue()
       let result = try body(&value)
-      let stored = state.withLock { state -> Bool in
-        guard state.entries[storageKey]?.stamp == entry?.stamp else { return false }
-        state.write(value, for: storageKey)
-        return true
+      let (stored, replaced) = state.withLock { state -> (Bool, Entry?) in
+        guard state.entries[storageKey]?.stamp == entry?.stamp else { return (false, nil) }
+        return (true, state.write(value, for: storageKey))
       }
+      _ = replaced  // released after the lock
       if stored { return result }
     }
   }
@@ -99,7 +105,9 @@ public final class JobContext: Sendable {
   /// Removes the value under `key` and returns it, or `nil` if there was none.
   @discardableResult
   public func removeValue<Value>(forKey key: ContextKey<Value>) -> Value? {
-    state.withLock { $0.entries.removeValue(forKey: key.storageKey)?.value } as? Value
+    // Taken out under the lock, released (if the caller drops it) after it.
+    let removed = state.withLock { $0.write(nil, for: key.storageKey) }
+    return removed?.value as? Value
   }
 
   /// Copies into this context every value of `other` whose key this context does not have yet.
@@ -110,7 +118,7 @@ public final class JobContext: Sendable {
     guard !theirs.isEmpty else { return }
     state.withLock { state in
       for (key, entry) in theirs where state.entries[key] == nil {
-        state.write(entry.value, for: key)
+        _ = state.write(entry.value, for: key)  // replaces nothing: the key is missing
       }
     }
   }

@@ -45,7 +45,9 @@ import Foundation
 /// ``run()`` returning) only after its handler returned.
 ///
 /// ### Cancel
-/// `cancel()` before the pipeline started means no step runs. While a step runs, `cancel()`
+/// `cancel()` before the pipeline started means no step runs; more generally, no step begins
+/// after a `cancel()` returned, even one that landed while the pipeline was being started. While
+/// a step runs, `cancel()`
 /// cancels the pipeline's Swift task (so the step sees `Task.isCancelled`, cancellable awaits in
 /// it throw, and its `withTaskCancellationHandler` handlers run on the thread that called
 /// `cancel()`), and the next step does not start; the pipeline finishes once the running step
@@ -86,7 +88,9 @@ import Foundation
 ///
 /// ### Memory
 /// A pipeline keeps itself alive while its steps run, and drops its steps and handlers when it
-/// ends, so nothing it captured outlives it and it is freed once you release it.
+/// ends, so nothing it captured outlives it and it is freed once you release it. It releases
+/// them (and a handler replaced by ``onError(_:)``) after its lock, so their captured values'
+/// `deinit` may call back into the pipeline.
 public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
   // @unchecked Sendable: all mutable state is `pipelineState`, only touched under its stripe lock;
   // the rest is immutable.
@@ -205,7 +209,9 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
   }
 
   private func setErrorHandler(_ handler: PipelineHandler<any Error>) -> Pipeline<Output> {
-    if withState({ $0.setErrorHandler(handler) }) {
+    let (isSet, replaced) = withState { $0.setErrorHandler(handler) }
+    _ = replaced  // released after the lock: the user's earlier handler
+    if isSet {
       return self
     }
     let error = PipelineState<Output>.errorHandlerAfterStart
@@ -303,17 +309,19 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
     } else {
       runner = Task { await self.execute(steps) }
     }
-    if withState({ $0.runnerCreated(runner) }) {
-      runner.cancel()
-    }
+    withState { $0.runnerCreated(runner) }
   }
 
-  override func cancellationRequested() {
+  /// Cancels the Swift task running the steps. Called by ``ConcurrentOperation`` once, after
+  /// ``operationStart()`` returned (so the task exists), on the thread that called `cancel()`, or
+  /// on the starting thread for a `cancel()` that arrived while the pipeline was being started.
+  public override func operationCancelled() {
     withState { $0.cancel() }?.cancel()
   }
 
   override func startCancelled() {
-    withState { $0.endBeforeStart() }
+    let dropped = withState { $0.endBeforeStart() }
+    _ = dropped  // released after the lock: the steps and handlers are the user's closures
     operationDone()
   }
 
@@ -326,7 +334,12 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
     } catch {
       outcome = .failure(error)
     }
-    switch withState({ $0.stepsEnded(outcome) }) {
+    // Read after the steps ended: a cancel() recorded before then counts, even one whose
+    // delivery to `operationCancelled()` still waits for `operationStart()` to return.
+    let cancelled = isCancelRecorded
+    let (end, dropped) = withState { $0.stepsEnded(outcome, cancelled: cancelled) }
+    _ = dropped  // released after the lock: the handler the outcome does not call
+    switch end {
     case .cancelled:
       operationDone()
     case .succeeded(let result, let handler):
@@ -349,8 +362,12 @@ extension Pipeline: SelfSubmitting {
 }
 
 extension Pipeline: PipelineCheckpoint {
+  /// Reads the cancel recorded by ``ConcurrentOperation`` (which `cancel()` records before it
+  /// returns): a `cancel()` that returned before a step's checkpoint keeps that step from
+  /// running, even while its delivery to ``operationCancelled()`` waits for
+  /// ``operationStart()`` to return.
   func checkpoint() throws {
-    if withState({ $0.isCancelled }) {
+    if isCancelRecorded {
       throw CancellationError()
     }
   }

@@ -7,7 +7,8 @@ protocol PipelineCheckpoint: AnyObject, Sendable {
 
 /// The state of one ``Pipeline``, changed only by the pure transitions below, under the
 /// pipeline's lock. Each returns what the caller must do once the lock is released; none calls
-/// user code.
+/// user code, and none releases one of the user's closures: a transition that drops steps or a
+/// handler returns it (``Dropped``), for the caller to release after the lock.
 ///
 /// A pipeline is built (`notStarted`), then started once by its queue (`running`), then `ended`.
 /// Its steps are one composed closure: `then` moves it out of a not-started pipeline into a new
@@ -35,7 +36,8 @@ struct PipelineState<Output: Sendable> {
     /// counts as started for `then`, `onError` and `finally`.
     case notStarted(Plan, submitted: Bool)
     /// Started: its Swift task runs the steps. `runner` is `nil` until the task was created;
-    /// `cancelled` once `cancel()` was called.
+    /// `cancelled` once the cancel was delivered (``ConcurrentOperation`` delivers it once, after
+    /// `operationStart()` returned, so the runner exists by then) and the runner cancelled.
     case running(runner: Task<Void, Never>?, cancelled: Bool)
     /// Done: `result` is the last step's result if every step succeeded, `nil` after a failure or
     /// a cancel.
@@ -48,6 +50,15 @@ struct PipelineState<Output: Sendable> {
   /// `run()` or `runAndWait()` was called: a failure will be thrown to its caller, so it is
   /// handled (see `Pipeline.reportUnhandledFailure`).
   var outcomeAwaited = false
+
+  /// What a transition took out of the state: the user's closures (steps, handlers), handed to
+  /// the caller so that their last reference is released after the lock (a captured value's
+  /// `deinit` may call back into the pipeline).
+  struct Dropped {
+    var plan: Plan?
+    var finallyHandler: PipelineHandler<Output>?
+    var errorHandler: PipelineHandler<any Error>?
+  }
 
   init(plan: Plan, errorHandler: PipelineHandler<any Error>?) {
     phase = .notStarted(plan, submitted: false)
@@ -87,12 +98,16 @@ struct PipelineState<Output: Sendable> {
     return true
   }
 
-  /// `onError` was called. Returns `true` if the handler was set (replacing an earlier one), or
-  /// `false` if the pipeline already started and the caller must return a failing pipeline.
-  mutating func setErrorHandler(_ handler: PipelineHandler<any Error>) -> Bool {
-    guard case .notStarted(_, submitted: false) = phase else { return false }
+  /// `onError` was called. Returns `isSet` `true` if the handler was set, with the handler it
+  /// `replaced` (to release after the lock), or `false` if the pipeline already started and the
+  /// caller must return a failing pipeline.
+  mutating func setErrorHandler(
+    _ handler: PipelineHandler<any Error>
+  ) -> (isSet: Bool, replaced: PipelineHandler<any Error>?) {
+    guard case .notStarted(_, submitted: false) = phase else { return (false, nil) }
+    let replaced = errorHandler
     errorHandler = handler
-    return true
+    return (true, replaced)
   }
 
   // MARK: Submitting
@@ -134,25 +149,19 @@ struct PipelineState<Output: Sendable> {
     }
   }
 
-  /// The Swift task running the steps was created. Returns `true` if the pipeline was cancelled
-  /// meanwhile and the caller must cancel the task.
-  mutating func runnerCreated(_ runner: Task<Void, Never>) -> Bool {
-    guard case .running(runner: nil, let cancelled) = phase else { return false }
+  /// The Swift task running the steps was created (in `operationStart()`, so before any cancel
+  /// is delivered). Ignored if the steps already ended.
+  mutating func runnerCreated(_ runner: Task<Void, Never>) {
+    guard case .running(runner: nil, let cancelled) = phase else { return }
     phase = .running(runner: runner, cancelled: cancelled)
-    return cancelled
   }
 
-  /// `cancel()` was called. Returns the task to cancel, if the pipeline runs and has one.
+  /// The cancel was delivered (`operationCancelled()`). Returns the task to cancel, if the steps
+  /// still run.
   mutating func cancel() -> Task<Void, Never>? {
     guard case .running(let runner, cancelled: false) = phase else { return nil }
     phase = .running(runner: runner, cancelled: true)
     return runner
-  }
-
-  /// Whether `cancel()` was called while the pipeline ran.
-  var isCancelled: Bool {
-    if case .running(_, cancelled: true) = phase { return true }
-    return false
   }
 
   enum EndAction {
@@ -164,31 +173,42 @@ struct PipelineState<Output: Sendable> {
     case failed(any Error, PipelineHandler<any Error>?)
   }
 
-  /// The steps returned or threw. Decides the outcome once: a cancel that came first wins, and
-  /// a later cancel changes nothing. Drops the handlers, returning the one to call.
-  mutating func stepsEnded(_ outcome: Result<Output, any Error>) -> EndAction {
-    let wasCancelled = isCancelled
-    let handlers = (finally: finallyHandler, error: errorHandler)
+  /// The steps returned or threw; `cancelled`: whether the operation had recorded a cancel,
+  /// read after they did. Decides the outcome once: a cancel that came first (read there, or delivered before
+  /// this) wins, and a later cancel changes nothing. Takes both handlers out: the action carries
+  /// the one to call, and both are returned as dropped, to release after the lock.
+  mutating func stepsEnded(_ outcome: Result<Output, any Error>, cancelled: Bool) -> (EndAction, Dropped) {
+    let dropped = Dropped(finallyHandler: finallyHandler, errorHandler: errorHandler)
     finallyHandler = nil
     errorHandler = nil
+    var wasCancelled = cancelled
+    if case .running(_, cancelled: true) = phase {
+      wasCancelled = true
+    }
     switch (wasCancelled, outcome) {
     case (true, _):
       phase = .ended(result: nil)
-      return .cancelled
+      return (.cancelled, dropped)
     case (false, .success(let result)):
       phase = .ended(result: result)
-      return .succeeded(result, handlers.finally)
+      return (.succeeded(result, dropped.finallyHandler), dropped)
     case (false, .failure(let error)):
       phase = .ended(result: nil)
-      return .failed(error, handlers.error)
+      return (.failed(error, dropped.errorHandler), dropped)
     }
   }
 
   /// The pipeline was cancelled before its queue started it: it ends without running anything.
-  mutating func endBeforeStart() {
+  /// Returns its steps and handlers, to release after the lock.
+  mutating func endBeforeStart() -> Dropped {
+    var dropped = Dropped(finallyHandler: finallyHandler, errorHandler: errorHandler)
+    if case .notStarted(let plan, _) = phase {
+      dropped.plan = plan
+    }
     phase = .ended(result: nil)
     finallyHandler = nil
     errorHandler = nil
+    return dropped
   }
 
   /// The last step's result, once the pipeline succeeded.

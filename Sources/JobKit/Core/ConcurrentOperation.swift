@@ -152,6 +152,12 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
 
   // MARK: - Internal hooks
 
+  /// Whether `cancel()` was recorded while the operation had not finished, including a cancel
+  /// whose delivery to ``operationCancelled()`` waits for ``operationStart()`` to return. Read
+  /// from the operation's own state (never Foundation's `isCancelled`, which takes Foundation's
+  /// lock); `cancel()` records it before it returns.
+  var isCancelRecorded: Bool { state.withLock { $0.isCancelRecorded } }
+
   /// Called (on every `cancel()`) before ``operationCancelled()``; lets a job cancel its tasks
   /// even while its `main()` runs. Must be idempotent.
   func cancellationRequested() {}

@@ -21,6 +21,9 @@ extension JobController {
   /// queue, a group running as a task of another group would wait for a slot its parent holds.
   public static var defaultTaskQueue: OperationQueue? {
     get { defaultTaskQueueStorage.withLock { $0 } }
-    set { defaultTaskQueueStorage.withLock { $0 = newValue } }
+    set {
+      let replaced = defaultTaskQueueStorage.withLock { exchange(&$0, with: newValue) }
+      _ = replaced  // released after the lock: it may be the user's queue (or subclass)
+    }
   }
 }

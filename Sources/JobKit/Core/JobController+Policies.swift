@@ -15,7 +15,10 @@ extension JobController {
   /// applies to delays and timeouts armed after the change (set it before starting the job).
   public var clock: any JobClock {
     get { jobState.withLock { $0.clock } }
-    set { jobState.withLock { $0.clock = newValue } }
+    set {
+      let replaced = jobState.withLock { exchange(&$0.clock, with: newValue) }
+      _ = replaced  // released after the lock: it may be the user's clock
+    }
   }
 
   /// Every tracked task that finished with an error, in the order they were routed, whatever the

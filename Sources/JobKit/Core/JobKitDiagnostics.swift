@@ -46,7 +46,10 @@ public enum JobKitDiagnostics {
   /// assignment.
   public static var misuseHandler: MisuseHandler {
     get { storage.withLock { $0.global } }
-    set { storage.withLock { $0.global = newValue } }
+    set {
+      let replaced = storage.withLock { exchange(&$0.global, with: newValue) }
+      _ = replaced  // released after the lock: the user's earlier handler
+    }
   }
 
   /// Sends the misuse reports about `operation` to `handler` instead of ``misuseHandler``, for
@@ -59,13 +62,17 @@ public enum JobKitDiagnostics {
   /// ```
   public static func setMisuseHandler(_ handler: MisuseHandler?, for operation: Operation) {
     let key = ObjectIdentifier(operation)
-    storage.withLock { handlers in
+    let before = storage.withLock { handlers in
+      // Kept until after the lock: the handlers replaced or pruned below are the user's.
+      let before = handlers.scoped
       handlers.scoped[key] = handler.map { ScopedHandler(operation: operation, handler: $0) }
       if handlers.scoped.count >= handlers.pruneAt {
         handlers.scoped = handlers.scoped.filter { $0.value.operation != nil }
         handlers.pruneAt = max(64, handlers.scoped.count * 2)
       }
+      return before
     }
+    _ = before  // released after the lock
   }
 
   static func report(_ error: JobKitError, for operation: Operation) {

@@ -88,6 +88,14 @@ struct OperationState {
 
   var isFinished: Bool { phase == .finished }
 
+  /// Whether `cancel()` was recorded before the operation finished (delivered or not yet).
+  var isCancelRecorded: Bool {
+    switch phase {
+    case .idle(cancelled: true), .starting(cancelPending: true), .running(cancelDelivered: true): return true
+    case .idle, .starting, .running, .finished: return false
+    }
+  }
+
   enum StartAction {
     /// Run `operationStart()`, after telling the start observer (if any).
     case run((any OperationStartObserver)?)

@@ -19,6 +19,22 @@ struct JobPhaseTests {
     #expect(JobPhase.initial.summary(queued: false) == "created")
   }
 
+  /// The record a pipeline's checkpoint reads: a cancel counts from the moment `cancel()`
+  /// recorded it, also while its delivery waits for `operationStart()` to return (issue 23).
+  @Test func aCancelIsRecordedInEveryPhaseBeforeTheFinish() {
+    var idle = OperationState()
+    _ = idle.cancel()
+    var starting = OperationState()
+    _ = starting.start(isCancelled: false)
+    let beforeCancel = starting.isCancelRecorded
+    _ = starting.cancel()
+    var running = OperationState()
+    _ = running.start(isCancelled: false)
+    _ = running.operationStartReturned()
+    _ = running.cancel()
+    #expect(!beforeCancel && idle.isCancelRecorded && starting.isCancelRecorded && running.isCancelRecorded)
+  }
+
   @Test func aCancelBeforeTheStartIsRememberedByTheOperation() {
     var state = OperationState()
     let deliverNow = state.cancel()
