@@ -28,7 +28,7 @@ import Foundation
 /// stamped when delivered, so slices may sit a little later than the work did; short tasks whose
 /// starts were delivered together are laid end to end within that window rather than stacked. Recording costs a job what listening to its events costs; a job that is not recorded
 /// pays nothing. The timeline keeps every event until it is released.
-public final class JobTimeline: Sendable {
+public final class JobTimeline: Sendable, JobTreeFollowing {
   let recording = LockedBox(TimelineRecording())
 
   /// Creates an empty timeline.
@@ -83,12 +83,12 @@ public final class JobTimeline: Sendable {
 
   /// Subscribes to `job`'s events (with a follower of its nested jobs) and records them in a task
   /// of their own until the stream ends.
-  private func follow(_ job: JobController, parent: Int?) {
+  func follow(_ job: JobController, parent: Int?) {
     // `name` may be a user's override: read it here, with no lock held.
     let type = String(describing: Swift.type(of: job))
     let name = job.name ?? type
     let id = recording.withLock { $0.addJob(name: name, type: type, parent: parent) }
-    let events = job.events(following: NestedJobs(timeline: self, parent: id))
+    let events = job.events(following: NestedJobs(of: id, in: self))
     Task { [weak job, recording] in
       for await event in events {
         let recorded = Self.recorded(event, cancelled: { job?.isCancelled == true })
@@ -128,20 +128,5 @@ public final class JobTimeline: Sendable {
     guard let error else { return .succeeded }
     if error is CancellationError { return .cancelled }
     return .failed(String(describing: error))
-  }
-
-  /// Follows the jobs that one recorded job tracks.
-  private final class NestedJobs: NestedJobFollower {
-    let timeline: JobTimeline
-    let parent: Int
-
-    init(timeline: JobTimeline, parent: Int) {
-      self.timeline = timeline
-      self.parent = parent
-    }
-
-    func follow(_ nested: JobController, trackedBy parent: JobController) {
-      timeline.follow(nested, parent: self.parent)
-    }
   }
 }

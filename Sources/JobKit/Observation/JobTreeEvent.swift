@@ -39,7 +39,7 @@ extension JobController {
 
 /// The jobs of one ``JobController/treeEvents`` sequence: numbers them, forwards their events,
 /// and ends the sequence when the last one's stream ended.
-final class JobEventTree: Sendable {
+final class JobEventTree: JobTreeFollowing {
   private struct State {
     var nextID = 0
     var following = 0
@@ -62,7 +62,7 @@ final class JobEventTree: Sendable {
       return state.nextID
     }
     let described = JobTreeEvent.Job(id: id, parent: parent, name: name, type: type)
-    let events = job.events(following: Follower(tree: self, parent: id))
+    let events = job.events(following: NestedJobs(of: id, in: self))
     Task { [continuation, state] in
       for await event in events {
         continuation.yield(JobTreeEvent(job: described, event: event))
@@ -73,20 +73,6 @@ final class JobEventTree: Sendable {
       }) {
         continuation.finish()
       }
-    }
-  }
-
-  private final class Follower: NestedJobFollower {
-    let tree: JobEventTree
-    let parent: Int
-
-    init(tree: JobEventTree, parent: Int) {
-      self.tree = tree
-      self.parent = parent
-    }
-
-    func follow(_ nested: JobController, trackedBy parent: JobController) {
-      tree.follow(nested, parent: self.parent)
     }
   }
 }

@@ -43,9 +43,9 @@ struct CommandQueueStateTests {
     }
   }
 
-  /// The older burst finishes before the `add` that made the newer one returned: that `add`
-  /// starts it.
-  @Test func aBurstWhoseOlderOneFinishedWhileItsAddRanStartsWhenTheAddReturns() {
+  /// A sequential queue whose first burst's `add` returned and was cancelled, and whose second
+  /// burst was installed (its `add` still running): the second waits for the first.
+  private static func aBurstAfterACancelledOne() -> (CommandQueueState, ConcurrentGroup, ConcurrentGroup) {
     var state = CommandQueueState(isSequential: true)
     let first = ConcurrentGroup()
     _ = state.install(first)
@@ -53,6 +53,13 @@ struct CommandQueueStateTests {
     _ = state.cancelAll()
     let second = ConcurrentGroup()
     _ = state.install(second)
+    return (state, first, second)
+  }
+
+  /// The older burst finishes before the `add` that made the newer one returned: that `add`
+  /// starts it.
+  @Test func aBurstWhoseOlderOneFinishedWhileItsAddRanStartsWhenTheAddReturns() {
+    var (state, first, second) = Self.aBurstAfterACancelledOne()
     let end = state.burstFinished(first, failures: [])
     #expect(end.start == nil && state.bursts.first?.start == .installing)
     let start = state.addReturned(to: second, accepted: true, installed: true)
@@ -81,13 +88,7 @@ struct CommandQueueStateTests {
   /// A waiting burst counts as running: `drained()` waits for it and the queue drains only once
   /// it finished too.
   @Test func aWaitingBurstKeepsTheQueueFromDraining() {
-    var state = CommandQueueState(isSequential: true)
-    let first = ConcurrentGroup()
-    _ = state.install(first)
-    _ = state.addReturned(to: first, accepted: true, installed: true)
-    _ = state.cancelAll()
-    let second = ConcurrentGroup()
-    _ = state.install(second)
+    var (state, first, second) = Self.aBurstAfterACancelledOne()
     _ = state.addReturned(to: second, accepted: true, installed: true)
     let firstEnd = state.burstFinished(first, failures: [])
     #expect(firstEnd.start === second && state.bursts.count == 1)

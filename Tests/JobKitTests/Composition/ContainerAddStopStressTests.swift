@@ -36,23 +36,7 @@ private final class CountedTask: ConcurrentOperation, @unchecked Sendable {
 /// Runs `bodies` at once, each on a thread of its own released by one barrier, and suspends
 /// until all returned.
 private func race(_ bodies: [@Sendable () -> Void]) async {
-  let go = Latch()
-  await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-    let remaining = Locked(bodies.count)
-    for body in bodies {
-      Thread {
-        _ = go.wait(timeout: 30)
-        body()
-        if remaining.mutate({ count -> Int in
-          count -= 1
-          return count
-        }) == 0 {
-          continuation.resume()
-        }
-      }.start()
-    }
-    go.open()
-  }
+  await concurrently(bodies.count, barrier: true) { bodies[$0]() }
 }
 
 /// Issue 23, items 2 to 4, under random races from a seeded generator: every task added to a

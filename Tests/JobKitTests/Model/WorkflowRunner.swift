@@ -53,6 +53,14 @@ struct RunningWorkflow {
   var isDone: Bool { boxes.allSatisfy { $0.outcome != nil } }
 }
 
+extension RunningWorkflow: ModelRunning {
+  var rootsEnded: Bool { isDone }
+
+  func waitForRoots(seconds: Double) async {
+    for box in boxes { await box.wait(seconds: seconds) }
+  }
+}
+
 /// What one workflow left behind: rule violations, and weak references for the leak check.
 struct WorkflowResult {
   let seed: UInt64

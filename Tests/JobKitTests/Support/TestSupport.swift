@@ -100,17 +100,19 @@ func eventually(within timeout: Duration = .seconds(10), _ condition: @Sendable 
 }
 
 /// Runs `body(0..<iterations)` at once, each on a thread of its own, and suspends until all
-/// returned.
+/// returned. With `barrier`, the bodies wait (up to 30 s) until every thread was started.
 ///
 /// Not `DispatchQueue.concurrentPerform`: on Linux its iterations run on libdispatch's global
 /// worker threads, the same few threads (about two per core) that run Swift concurrency's jobs,
 /// OperationQueue operations and `DispatchQueue.global()` blocks. A stress test's burst there
 /// starves every concurrently running test of threads (under ThreadSanitizer for tens of seconds).
-func concurrently(_ iterations: Int, _ body: @escaping @Sendable (Int) -> Void) async {
+func concurrently(_ iterations: Int, barrier: Bool = false, _ body: @escaping @Sendable (Int) -> Void) async {
+  let go = Latch()
   await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
     let remaining = Locked(iterations)
     for index in 0..<iterations {
       Thread {
+        if barrier { _ = go.wait(timeout: 30) }
         body(index)
         if remaining.mutate({ count -> Int in
           count -= 1
@@ -120,6 +122,7 @@ func concurrently(_ iterations: Int, _ body: @escaping @Sendable (Int) -> Void) 
         }
       }.start()
     }
+    go.open()
     if iterations <= 0 { continuation.resume() }
   }
 }

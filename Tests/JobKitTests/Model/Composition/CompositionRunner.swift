@@ -14,6 +14,12 @@ struct RunningComposition {
   var isDone: Bool { box.outcome != nil && log.allCompleted && log.drainsSettled }
 }
 
+extension RunningComposition: ModelRunning {
+  var rootsEnded: Bool { box.outcome != nil }
+
+  func waitForRoots(seconds: Double) async { await box.wait(seconds: seconds) }
+}
+
 /// Starts composition workflows and checks them once they are done.
 enum CompositionRunner {
   static func start(_ plan: CompositionPlan) -> RunningComposition {

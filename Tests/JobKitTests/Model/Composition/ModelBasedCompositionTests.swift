@@ -31,84 +31,23 @@ struct ModelBasedCompositionTests {
     }
     let features = CompositionFeature.fromEnvironment()
     let began = Date()
-    var parked: [RunningComposition] = []
-    var leaks = LeakWatch()
-    var failing: [UInt64: [String]] = [:]
-    var reported = 0
-    var count = 0
     var stats = CompositionStats()
-
-    func report(_ seed: UInt64, _ description: String, _ violations: [String]) {
-      failing[seed, default: []] += violations
-      reported += 1
-      guard reported <= 25 else { return }
-      let text =
-        "composition seed \(seed) broke the model:\n"
-        + violations.prefix(12).map { "  - \($0)" }.joined(separator: "\n")
-        + "\nreplay: JOBKIT_SEED=\(seed) swift test --filter ModelBasedComposition\n\(description)"
-      Issue.record(Comment(rawValue: text))
-    }
-    func settle(_ running: RunningComposition) {
-      let result = CompositionRunner.finish(running, stats: &stats)
-      if !result.violations.isEmpty { report(result.seed, result.description, result.violations) }
-      leaks.add(result, seconds: config.leakSeconds)
-    }
-    func checkParked(final: Bool) {
-      parked = parked.filter { running in
-        if running.isDone {
-          settle(running)
-          return false
-        }
-        if final || -running.started.timeIntervalSinceNow > config.hangSeconds {
-          let result = CompositionRunner.hang(running, seconds: config.hangSeconds)
-          report(result.seed, result.description, result.violations)
-          return false
-        }
-        return true
-      }
-      for (seed, description, labels) in leaks.expired() {
-        report(
-          seed, description, ["not freed \(Int(config.leakSeconds)) s after the workflow finished: \(labels.prefix(8))"]
-        )
-      }
-    }
-
-    for seed in config.seeds {
-      for _ in 0..<config.repeats {
+    let outcome = try await ModelSeedLoop.run(
+      "composition", filter: "ModelBasedComposition", config: config,
+      start: { seed in
         let plan = CompositionGenerator.plan(seed: seed, features: features)
         if config.trace { FileHandle.standardError.write(Data("ModelBasedComposition: \(plan.summary)\n".utf8)) }
-        let running = CompositionRunner.start(plan)
-        count += 1
-        await running.box.wait(seconds: 0.25)
-        // Completion blocks run on a global queue after the root finished: a short bounded poll.
-        for _ in 0..<50 where running.box.outcome != nil && !running.isDone {
-          try await Task.sleep(for: .milliseconds(1))
-        }
-        if running.isDone { settle(running) } else { parked.append(running) }
-        checkParked(final: false)
-      }
-    }
-    while !parked.isEmpty || !leaks.isEmpty {
-      if let first = parked.first, first.box.outcome == nil {
-        await first.box.wait(seconds: 0.05)
-      } else {
-        try await Task.sleep(for: .milliseconds(5))  // a bounded poll of completions and weak references
-      }
-      let allExpired = parked.allSatisfy { -$0.started.timeIntervalSinceNow > config.hangSeconds }
-      checkParked(final: allExpired && !parked.isEmpty)
-    }
+        return CompositionRunner.start(plan)
+      },
+      finish: { CompositionRunner.finish($0, stats: &stats) }, hang: CompositionRunner.hang)
     let seconds = -began.timeIntervalSinceNow
-    let seeds = failing.keys.sorted()
+    let seeds = outcome.failing.keys.sorted()
     print(
-      "ModelBasedComposition: \(count) workflow(s) in \(String(format: "%.1f", seconds)) s (\(stats));"
+      "ModelBasedComposition: \(outcome.count) workflow(s) in \(String(format: "%.1f", seconds)) s (\(stats));"
         + " failing seeds: \(seeds)")
     for seed in seeds.prefix(60) {
-      let kinds = Set(failing[seed, default: []].map(Self.kind)).sorted().joined(separator: " | ")
+      let kinds = Set(outcome.failing[seed, default: []].map(Self.kind)).sorted().joined(separator: " | ")
       print("ModelBasedComposition: seed \(seed): \(kinds)")
-    }
-    if reported > 25 {
-      Issue.record(
-        Comment(rawValue: "\(seeds.count) failing composition seeds in all (first 25 reported above): \(seeds)"))
     }
   }
 
