@@ -6,7 +6,10 @@ import Foundation
 /// - `JOBKIT_MODEL_FIRST=n`: start the range at workflow `n` instead of 0;
 /// - `JOBKIT_MODEL_SKIP=2,4`: leave out those defect shapes (see `WorkflowGenerator`);
 /// - `JOBKIT_MODEL_TRACE=1`: print each workflow's seed before it starts (to name the seed of a crash);
-/// - `JOBKIT_MODEL_HANG_SECONDS=n`: the hang limit (default 20 s, 5 times that under ThreadSanitizer);
+/// - `JOBKIT_MODEL_HANG_SECONDS=n`: the hang limit (default 60 s, 5 times that under ThreadSanitizer;
+///   in a full parallel `swift test` the first workflows start while every suite's test bodies
+///   queue on Swift's two cooperative threads, and an async `BlockTask` body of seed 0 was seen
+///   to wait 20+ s for one: slow, not lost, it finished at a 90 s limit in every run);
 struct ModelBasedConfig {
   var seeds: [UInt64]
   var repeats: Int
@@ -16,9 +19,12 @@ struct ModelBasedConfig {
   /// How long a workflow may take before it counts as a hang.
   var hangSeconds: Double =
     ProcessInfo.processInfo.environment["JOBKIT_MODEL_HANG_SECONDS"].flatMap(Double.init)
-    ?? 20 * ModelBasedConfig.slowdown
+    ?? ModelBasedConfig.defaultHangSeconds
   /// How long a finished workflow's objects may stay alive before they count as leaked.
   var leakSeconds: Double = 5 * ModelBasedConfig.slowdown
+
+  /// The hang limit when `JOBKIT_MODEL_HANG_SECONDS` is not set (see above).
+  static let defaultHangSeconds: Double = 60 * ModelBasedConfig.slowdown
 
   /// How much slower than a plain build this process runs: 5 under ThreadSanitizer (its runtime
   /// is linked in; it makes code 5 to 15 times slower), else 1. Only widens the time limits: a
