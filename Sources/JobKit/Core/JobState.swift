@@ -379,32 +379,4 @@ struct JobState {
     }
     return actions
   }
-
-  // MARK: Observation
-
-  /// Adds an events listener, with a follower of the job's nested jobs if any. Returns `nil` if
-  /// the job already finished.
-  mutating func addListener(
-    _ continuation: AsyncStream<JobEvent>.Continuation, follower: (any NestedJobFollower)? = nil
-  ) -> UInt64? {
-    guard !phase.isFinished else { return nil }
-    return listeners.add(continuation, follower: follower)
-  }
-
-  /// Installs `created` as the job's progress unless one exists. Returns the one in use, and
-  /// whether the caller must publish the counts to it.
-  mutating func installProgress(_ created: Progress) -> (Progress, publish: Bool) {
-    progress.install(created, unrouted: registry.nodes.compactMap(\.task))
-  }
-}
-
-/// How a job finishes: its error, the progress to publish the final counts to first, and the
-/// stop's grace-period timer to cancel. It also carries the job's dropped groups out of the lock:
-/// their handlers may hold the last reference to a user's object, whose `deinit` must not run
-/// under the lock.
-struct JobFinish {
-  let error: (any Error)?
-  var publish: Progress?
-  var graceTimer: (any JobTimer)? = nil
-  var droppedGroups: [TaskGroupEntry] = []
 }
