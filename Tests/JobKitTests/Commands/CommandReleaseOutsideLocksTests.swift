@@ -37,7 +37,7 @@ struct CommandReleaseOutsideLocksTests {
     }
     #expect(map.load(commandExtension))
     onOwnThread { _ = map.unload(commandExtension) }
-    #expect(await released.waitOpen(timeout: 10))
+    #expect(await released.waitOpen(timeout: 30))
   }
 
   /// An unmapped mapping, its guards and its command factory.
@@ -52,7 +52,7 @@ struct CommandReleaseOutsideLocksTests {
       probe = nil
       onOwnThread { map.unmap(mapping) }
     }
-    #expect(await released.waitOpen(timeout: 10))
+    #expect(await released.waitOpen(timeout: 30))
   }
 
   /// A cancelled sequential dispatch drops the mappings it had not considered yet; here the last
@@ -74,7 +74,7 @@ struct CommandReleaseOutsideLocksTests {
     map.unmap(second!)
     second = nil
     onOwnThread { dispatch.cancel() }
-    let ok = await released.waitOpen(timeout: 10)
+    let ok = await released.waitOpen(timeout: 30)
     #expect(ok)
     guard ok else { return }
     #expect(await dispatch.finishedSoon(within: 30))

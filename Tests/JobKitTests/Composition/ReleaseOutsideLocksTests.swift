@@ -31,7 +31,7 @@ struct ReleaseOutsideLocksTests {
       case .remove: context.removeValue(forKey: .releaseProbe)
       }
     }
-    #expect(await released.waitOpen(timeout: 10))
+    #expect(await released.waitOpen(timeout: 30))
   }
 
   // MARK: - ConcurrentGroup, SequentialGroup
@@ -44,7 +44,7 @@ struct ReleaseOutsideLocksTests {
     group.context[.releaseProbe] = probe  // in the group's own context, held by the group alone
     probe = nil
     onOwnThread { group.context = JobContext() }
-    #expect(await released.waitOpen(timeout: 10))
+    #expect(await released.waitOpen(timeout: 30))
   }
 
   /// A nested group adopts its parent's context before it starts, dropping its own.
@@ -59,7 +59,7 @@ struct ReleaseOutsideLocksTests {
     // The parent's context has the key: the child's value is not copied over when it adopts it.
     parent.context[.releaseProbe] = ReleaseProbe()
     parent.startJob()
-    let ok = await released.waitOpen(timeout: 10)
+    let ok = await released.waitOpen(timeout: 30)
     #expect(ok)
     guard ok else { return }
     #expect(await parent.finishedSoon(within: 30))
@@ -81,7 +81,7 @@ struct ReleaseOutsideLocksTests {
     group.add(BlockTask { [probe] in _ = probe })
     probe = nil
     group.startJob()
-    let ok = await released.waitOpen(timeout: 10)
+    let ok = await released.waitOpen(timeout: 30)
     #expect(ok)
     guard ok else { return }
     #expect(await group.finishedSoon(within: 30))
@@ -100,7 +100,7 @@ struct ReleaseOutsideLocksTests {
     }
     probe = nil
     onOwnThread { task.context = JobContext() }
-    #expect(await released.waitOpen(timeout: 10))
+    #expect(await released.waitOpen(timeout: 30))
   }
 
   // MARK: - Work
@@ -120,7 +120,7 @@ struct ReleaseOutsideLocksTests {
     }
     job.startJob()
     #expect(await job.finishedSoon(within: 30))
-    #expect(await released.value?.waitOpen(timeout: 10) == true)
+    #expect(await released.value?.waitOpen(timeout: 30) == true)
   }
 
   // MARK: - Pipeline
@@ -163,7 +163,7 @@ struct ReleaseOutsideLocksTests {
       }
       pipeline.finally(handler)
     }
-    let ok = await released.waitOpen(timeout: 10)
+    let ok = await released.waitOpen(timeout: 30)
     #expect(ok)
     guard ok else { return }
     _ = try? await pipeline.waitForFinish()
@@ -179,7 +179,7 @@ struct ReleaseOutsideLocksTests {
     box.mutate { $0 = pipeline }
     probe = nil
     onOwnThread { _ = pipeline.onError { _ in } }
-    #expect(await released.waitOpen(timeout: 10))
+    #expect(await released.waitOpen(timeout: 30))
     box.mutate { $0 = nil }
   }
 
@@ -192,7 +192,7 @@ struct ReleaseOutsideLocksTests {
     queue.onDrained = { [probe] _ in _ = probe }
     probe = nil
     onOwnThread { queue.onDrained = nil }
-    #expect(await released.waitOpen(timeout: 10))
+    #expect(await released.waitOpen(timeout: 30))
   }
 
   @Test(arguments: [CommandQueue.Mode.sequential, .concurrent])
@@ -206,7 +206,7 @@ struct ReleaseOutsideLocksTests {
     queue.add(BlockTask { [probe] in _ = probe })
     queue.add(BlockTask {})
     probe = nil
-    let ok = await released.waitOpen(timeout: 10)
+    let ok = await released.waitOpen(timeout: 30)
     #expect(ok)
     guard ok else { return }
     await queue.drained()

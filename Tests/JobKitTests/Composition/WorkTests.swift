@@ -108,12 +108,16 @@ struct WorkTests {
   }
 
   @Test func aSecondCompleteIsIgnoredAndReported() async throws {
+    // run() can return as soon as the first complete finished the work: wait for the second.
+    let secondReturned = Latch()
     let work = Work<Int>(callback: { complete in
       complete(.success(1))
       complete(.success(2))
+      secondReturned.open()
     })
     QuietMisuse.silence(work)
     #expect(try await work.run() == 1)
+    #expect(await secondReturned.waitOpen())
     #expect(work.misuses == [JobKitError(.completedTwice)])
     #expect(work.output == 1)
   }

@@ -24,7 +24,7 @@ struct CoreReleaseOutsideLocksTests {
     job.clock = ProbedClock(probe: probe!)
     probe = nil
     onOwnThread { job.clock = DispatchJobClock() }
-    #expect(await released.waitOpen(timeout: 10))
+    #expect(await released.waitOpen(timeout: 30))
   }
 
   @Test func aReplacedGroupHandler() async {
@@ -34,7 +34,7 @@ struct CoreReleaseOutsideLocksTests {
     job.setCompletion(forGroup: InstantTask.self) { [probe] in _ = probe }
     probe = nil
     onOwnThread { job.setCompletion(forGroup: InstantTask.self) {} }
-    #expect(await released.waitOpen(timeout: 10))
+    #expect(await released.waitOpen(timeout: 30))
   }
 
   enum Held: String, CaseIterable, Sendable {
@@ -70,7 +70,7 @@ struct CoreReleaseOutsideLocksTests {
     }
     job.startJob()
     #expect(await job.finishedSoon(within: 30))
-    #expect(await released.value?.waitOpen(timeout: 10) == true)
+    #expect(await released.value?.waitOpen(timeout: 30) == true)
   }
 
   /// `JobKitDiagnostics`: an operation's own misuse handler, replaced or removed.
@@ -87,7 +87,7 @@ struct CoreReleaseOutsideLocksTests {
     let silent: JobKitDiagnostics.MisuseHandler = { _, _ in }
     let replacement = remove ? nil : silent
     onOwnThread { JobKitDiagnostics.setMisuseHandler(replacement, for: operation) }
-    #expect(await released.waitOpen(timeout: 10))
+    #expect(await released.waitOpen(timeout: 30))
     JobKitDiagnostics.setMisuseHandler(nil, for: operation)
   }
 }
