@@ -215,8 +215,8 @@ open class GroupJob: JobController, @unchecked Sendable {
   /// Carries out `launch` (see ``GroupState/Launch``). Never called with a lock held.
   func launch(_ launch: GroupState.Launch) {
     if launch.cancelled {
-      for task in launch.tasks {
-        finishCancelled(task, jobWaits: launch.jobWaits)
+      if !launch.tasks.isEmpty {
+        finishCancelled(launch.tasks, jobWaits: launch.jobWaits)
       }
     } else if !launch.tasks.isEmpty, let taskCompletion {
       for task in launch.tasks {
@@ -231,6 +231,21 @@ open class GroupJob: JobController, @unchecked Sendable {
     if releasesHold {
       releaseHold()
     }
+  }
+
+  /// Has `tasks`, dropped before they started, finish cancelled (see the other
+  /// `finishCancelled`) on this thread's step drain (`ThreadDrain.carryOut(_:)`), so a tree of
+  /// nested groups that never started finishes in constant stack: a dropped group drops its own
+  /// tasks as a later step instead of inside this one. A hold taken now, released as the last
+  /// step, keeps the job from finishing until every dropped task finished, if the job has not
+  /// finished already (the caller keeps it from finishing until this returns, with a hold or
+  /// the router).
+  private func finishCancelled(_ tasks: GroupState.Tasks, jobWaits: Bool) {
+    var steps: [() -> Void] = tasks.map { task in { self.finishCancelled(task, jobWaits: jobWaits) } }
+    if holdOpen() {
+      steps.append { self.releaseHold() }
+    }
+    ThreadDrain.carryOut(steps)
   }
 
   /// Cancels `task`, which was never started, and starts it on this thread, untracked, so it

@@ -31,6 +31,15 @@
 /// recorded in its job's state at once, as always (no callback runs after it), and its actions
 /// are carried out right after the current ones, before the outermost stop returns.
 ///
+/// **Cancelled starts.** A group stopped before its tasks ran cancels each dropped task and starts
+/// it, so it finishes at once without running; a dropped task that is itself a group that never
+/// started drops its own tasks the same way, and so on down the tree. So the first such steps on
+/// a thread become the thread's step drain, and steps handed in while a step runs (one level
+/// down) are carried out right after that step returned, before the steps handed in earlier
+/// (depth first, the order a recursion would take): a group hands in its dropped tasks' starts,
+/// then the release of the hold that keeps it open, so each level below has finished before the
+/// group can. The outermost call returns once every step was carried out.
+///
 /// Each thread keeps its drain state in a small block made on its first use and freed when the
 /// thread exits (a thread-specific pointer says where it is; other threads never see it). A
 /// finish or stop with no drain running costs one thread-specific read and two flag writes, and
@@ -44,6 +53,11 @@ enum ThreadDrain {
     var finishes = Finishes()
     var isStopping = false
     var stops: [(job: JobController, actions: JobState.StopActions)] = []
+    var isStepping = false
+    /// The steps left to carry out, the next one last.
+    var steps: [() -> Void] = []
+    /// The steps handed in while the current step runs, in order.
+    var handedIn: [() -> Void] = []
   }
 
   /// Where this thread's `ThreadState` lives; freed by the key's destructor when the thread exits.
@@ -114,5 +128,26 @@ enum ThreadDrain {
       }
     }
     state.pointee.isStopping = false
+  }
+
+  /// Carries out `steps` in order: now, or, if this thread's step drain is carrying out a step,
+  /// right after that step returned and before the steps handed in before it. Called with no
+  /// lock held; only on paths that stop jobs (it allocates).
+  static func carryOut(_ steps: [() -> Void]) {
+    let state = threadState()
+    if state.pointee.isStepping {
+      state.pointee.handedIn.append(contentsOf: steps)
+      return
+    }
+    state.pointee.isStepping = true
+    state.pointee.steps = steps.reversed()
+    while let step = state.pointee.steps.popLast() {
+      step()
+      if !state.pointee.handedIn.isEmpty {
+        state.pointee.steps.append(contentsOf: state.pointee.handedIn.reversed())
+        state.pointee.handedIn = []
+      }
+    }
+    state.pointee.isStepping = false
   }
 }

@@ -249,3 +249,85 @@ extension DeepGroupNestingTests {
     #expect(throws: CancellationError.self) { try root.throwOutcome() }
   }
 }
+
+extension DeepGroupNestingTests {
+  /// `deepNestingLevels` nested groups (kinds alternating) that never started, the outermost
+  /// cancelled before its start: each level drops the group below it, which finishes cancelled
+  /// before the level above does; the innermost task never runs. Before the fix each level
+  /// started the next one's cancelled start inline, and the stack overflowed. `onQueue`: the
+  /// root is added to a queue after the cancel, else started with `startJob()`.
+  @Test(arguments: [false, true])
+  func groupsCancelledBeforeTheyStartedFinishWithoutGrowingTheStack(onQueue: Bool) async throws {
+    let levels = deepNestingLevels
+    let outcome = Locked<CancelledTreeOutcome?>(nil)
+    let done = Latch()
+    // On a thread of its own, off the pool other tests need: the tree is built, cancelled and
+    // started, finishes cancelled below the root on this thread, is checked and released.
+    Thread {
+      outcome.mutate { $0 = Self.cancelBeforeStart(levels: levels, onQueue: onQueue) }
+      done.open()
+    }.start()
+    #expect(await done.waitOpen(timeout: 120))
+    let result = try #require(outcome.value)
+    #expect(result.rootFinishedCancelled)
+    #expect(result.ran == 0)
+    #expect(result.everyLevelFinishedCancelled)
+    #expect(result.early == 0)
+  }
+
+  struct CancelledTreeOutcome {
+    var rootFinishedCancelled = false
+    var ran = -1
+    var everyLevelFinishedCancelled = false
+    var early = -1
+  }
+
+  /// Builds `levels` nested groups (kinds alternating) around a `BlockTask`, cancels the root,
+  /// starts it (or adds it to a queue), waits for it on this thread and reports.
+  static func cancelBeforeStart(levels: Int, onQueue: Bool) -> CancelledTreeOutcome {
+    let queue = OperationQueue()
+    queue.name = "DeepGroupNestingTests.cancelBeforeStart"
+    let ran = Locked(0)
+    let innermost = BlockTask { ran.mutate { $0 += 1 } }
+    var groups: [Operation] = [SequentialGroup([innermost], taskQueue: queue)]
+    groups.reserveCapacity(levels + 1)
+    for level in 1..<levels {
+      let kind = level.isMultiple(of: 2) ? GroupKind.sequential : .concurrent
+      groups.append(kind.make([groups[level - 1]], taskQueue: queue))
+    }
+    let root = groups[levels - 1] as! GroupJob
+    // A group finishing while the task it dropped (the level below) has not breaks the promise.
+    let early = Locked(0)
+    var observers: [DroppedTaskObserver] = []
+    var everyObserverAdded = true
+    for (group, dropped) in zip(groups.dropFirst(), groups) {
+      let observer = DroppedTaskObserver(dropped: dropped, early: early)
+      everyObserverAdded = everyObserverAdded && (group as! GroupJob).addFinishObserver(observer)
+      observers.append(observer)
+    }
+    groups.insert(innermost, at: 0)
+    root.cancel()
+    if onQueue { queue.addOperation(root) } else { root.startJob() }
+    root.waitUntilFinished()
+    var outcome = CancelledTreeOutcome()
+    outcome.rootFinishedCancelled = root.isCancelled && root.error == nil
+    outcome.ran = ran.value
+    outcome.everyLevelFinishedCancelled = groups.allSatisfy { $0.isFinished && $0.isCancelled }
+    outcome.early = everyObserverAdded ? early.value : -1
+    return outcome
+  }
+
+  /// Counts in `early` a group that finished before `dropped`, the task it dropped.
+  final class DroppedTaskObserver: OperationFinishObserver, @unchecked Sendable {
+    // @unchecked Sendable: both stored properties are immutable references to Sendable values.
+    let dropped: Operation
+    let early: Locked<Int>
+    init(dropped: Operation, early: Locked<Int>) {
+      self.dropped = dropped
+      self.early = early
+    }
+    func operationDidFinish(_ operation: ConcurrentOperation) {
+      if !dropped.isFinished { early.mutate { $0 += 1 } }
+    }
+  }
+}
