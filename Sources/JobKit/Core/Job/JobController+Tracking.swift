@@ -175,3 +175,122 @@ extension JobController {
     return true
   }
 }
+
+extension JobController {
+  /// The tasks the job tracks and has not routed yet, oldest tracked first, each with whether
+  /// its finish was observed (it then waits to be routed). For inspection by the floors above
+  /// (a group listing its tasks): the references are copied out under the job's lock, which
+  /// reads only the job's own bookkeeping, never a task's `isExecuting` or `isFinished`.
+  /// A snapshot: tasks tracked, finished or routed meanwhile on other threads are not reflected.
+  func trackedTaskSnapshot() -> [(task: Operation, hasFinished: Bool)] {
+    var newestFirst = jobState.withLock { state in
+      var tasks: [(task: Operation, hasFinished: Bool)] = []
+      tasks.reserveCapacity(state.registry.count)
+      for node in state.registry.nodes {
+        if let task = node.task {
+          tasks.append((task, node.isSignalled))
+        }
+      }
+      return tasks
+    }
+    newestFirst.reverse()
+    return newestFirst
+  }
+}
+
+/// Tracking with ``TaskOptions``: a timeout per attempt, retries, or both.
+extension JobController {
+  /// Tracks a task made by `make`, with a timeout for each attempt and a retry policy, either or
+  /// both (see ``TaskOptions``); each attempt is added to ``taskQueue``. When it finishes,
+  /// `completion` gets it instead of ``taskFinished(_:)``, serially with the job's other
+  /// callbacks.
+  ///
+  /// `make(attempt)` builds a fresh operation for each attempt (1, 2, …): an `Operation` cannot
+  /// run twice. With a timeout, each attempt still running after `options.timeout` is cancelled
+  /// and counts as failed with ``JobKitError/Code/timedOut``; with a retry policy too, such an
+  /// attempt is retried like any failed one (if `retryIf` agrees with that error), once it has
+  /// actually finished. Routing sees one finished task: the successful attempt, or the last
+  /// failed one. `make` runs on the thread that tracks the first attempt, then on the thread
+  /// that ends a retry delay, never while JobKit holds a lock.
+  public func trackAndQueue<T: Operation>(
+    options: TaskOptions,
+    _ make: @escaping @Sendable (_ attempt: Int) -> T,
+    completion: @escaping @Sendable (T) -> Void
+  ) {
+    trackAttempt(1, options: options, make: make, completion: completion, replacing: nil)
+  }
+
+  /// Like ``trackAndQueue(options:_:completion:)``, without a completion closure: the task that
+  /// finished (the successful attempt, or the last failed one) is routed to ``taskFinished(_:)``.
+  public func trackAndQueue<T: Operation>(
+    options: TaskOptions,
+    _ make: @escaping @Sendable (_ attempt: Int) -> T
+  ) {
+    trackAttempt(1, options: options, make: make, completion: nil, replacing: nil)
+  }
+
+  /// Tracks `task`, adds it to ``taskQueue`` and cancels it if it still runs after `timeout`,
+  /// like ``trackAndQueue(_:timeout:completion:)``, but the finished task is routed to
+  /// ``taskFinished(_:)``.
+  public func trackAndQueue(_ task: Operation, timeout: Duration) {
+    trackAttempt(1, options: TaskOptions(timeout: timeout), make: { _ in task }, completion: nil, replacing: nil)
+  }
+
+  /// Makes attempt `number`, tracks it (in place of `previous`, the failed attempt before it)
+  /// and arms its timeout.
+  func trackAttempt<T: Operation>(
+    _ number: Int,
+    options: TaskOptions,
+    make: @escaping @Sendable (Int) -> T,
+    completion: (@Sendable (T) -> Void)?,
+    replacing previous: TrackedTask?
+  ) {
+    let task = make(number)
+    let attempt = options.retry.map { policy in
+      RetryAttempt(number: number, policy: policy) { [unowned self] failed in
+        trackAttempt(number + 1, options: options, make: make, completion: completion, replacing: failed)
+      }
+    }
+    let node = track(task, queue: taskQueue, replacing: previous) { group in
+      let node: TrackedTask
+      if let completion {
+        node = TrackedTaskWithCompletion(job: self, task: task, group: group, completion: completion)
+      } else {
+        node = TrackedTask(job: self, task: task, group: group)
+      }
+      node.extras = TaskExtras(retry: attempt)
+      return node
+    }
+    if let node, let timeout = options.timeout {
+      armTimeout(timeout, for: node)
+    }
+  }
+}
+
+extension JobController {
+  private static let defaultTaskQueueStorage = LockedBox<OperationQueue?>(nil)
+
+  /// The queue that jobs created without one (``JobController/init()``, and groups created
+  /// without a `taskQueue`) add their tasks to: `nil` by default, and then each such job makes a
+  /// concurrent queue of its own.
+  ///
+  /// Set it once, early (for example at program start), to run the tasks of every job and group
+  /// on one queue you configured, such as one with a `maxConcurrentOperationCount`:
+  ///
+  /// ```swift
+  /// let work = OperationQueue()
+  /// work.maxConcurrentOperationCount = 4
+  /// JobController.defaultTaskQueue = work
+  /// ```
+  ///
+  /// Safe to set from any thread; a job reads it once, when it is created, so a change applies to
+  /// jobs created afterwards. Keep it a concurrent queue if jobs nest: with a serial default
+  /// queue, a group running as a task of another group would wait for a slot its parent holds.
+  public static var defaultTaskQueue: OperationQueue? {
+    get { defaultTaskQueueStorage.withLock { $0 } }
+    set {
+      let replaced = defaultTaskQueueStorage.withLock { exchange(&$0, with: newValue) }
+      _ = replaced  // released after the lock: it may be the user's queue (or subclass)
+    }
+  }
+}
