@@ -103,8 +103,9 @@ public final class CommandQueue: Sendable, OperationFinishObserver {
 
   /// Called each time the queue drained, and before a ``drained()`` call returns beside newer
   /// commands with failures unreported (see the type's documentation), with the failures since
-  /// the last call. Runs on the thread that finished the last command's burst (a queue worker or
-  /// dispatch thread), with no JobKit lock held, after that burst's job finished; two calls can
+  /// the last call. Runs on the thread that finished a burst (the last one, or the last one such
+  /// a ``drained()`` call waited for: a queue worker or dispatch thread), with no JobKit lock
+  /// held, after that burst's job finished; two calls can
   /// overlap only if commands are added from other threads, or after ``cancelAll()``, meanwhile.
   /// Set it before adding commands; setting it is thread-safe.
   public var onDrained: (@Sendable (_ failures: [TaskFailure]) -> Void)? {
@@ -121,6 +122,9 @@ public final class CommandQueue: Sendable, OperationFinishObserver {
   /// command that joins a running burst keeps that burst (and so this call) going until it
   /// finished too. "Added" means its ``add(_:)`` returned: one whose `add` runs on another thread
   /// as this is called may be waited for or not.
+  ///
+  /// Since this call waits for ``onDrained`` calls on their way, do not make the handler wait
+  /// for it (block in the handler until a `drained()` call returned): that never ends.
   ///
   /// A paused queue does not drain: commands waiting for ``resume()`` are waited for. Cancelling
   /// the awaiting Swift task returns at once, without cancelling any command.
