@@ -29,6 +29,14 @@ import Foundation
 /// With commands added one after another as earlier ones finish, that can be many times. To
 /// await it instead, call ``drained()``.
 ///
+/// **When ``drained()`` returns, ``onDrained`` has reported the failures of the commands it
+/// waited for**, so `await queue.drained()` followed by a look at what your handler collected
+/// sees every failure: `drained()` returns only once the handler calls begun by the time its
+/// commands finished have returned (a call on its way as `drained()` is called included). If
+/// its commands finished while newer ones still run (added meanwhile from another thread, or
+/// after ``cancelAll()``), `drained()` does not wait for those: if failures are unreported then,
+/// ``onDrained`` is called with them first. That is the one call made while commands still run.
+///
 /// ### Pause and cancel
 /// ``pause()`` lets the running commands finish but starts no new one until ``resume()``;
 /// commands added meanwhile wait. The queue does not drain while commands wait. ``cancelAll()``
@@ -93,11 +101,13 @@ public final class CommandQueue: Sendable, OperationFinishObserver {
     setPaused(false)
   }
 
-  /// Called each time the queue drained (see the type's documentation), with the failures since
-  /// the last call. Runs on the thread that finished the last command's burst (a queue worker or
-  /// dispatch thread), with no JobKit lock held, after that burst's job finished; two calls can
-  /// overlap only if commands are added from other threads meanwhile. Set it before adding
-  /// commands; setting it is thread-safe.
+  /// Called each time the queue drained, and before a ``drained()`` call returns beside newer
+  /// commands with failures unreported (see the type's documentation), with the failures since
+  /// the last call. Runs on the thread that finished a burst (the last one, or the last one such
+  /// a ``drained()`` call waited for: a queue worker or dispatch thread), with no JobKit lock
+  /// held, after that burst's job finished; two calls can
+  /// overlap only if commands are added from other threads, or after ``cancelAll()``, meanwhile.
+  /// Set it before adding commands; setting it is thread-safe.
   public var onDrained: (@Sendable (_ failures: [TaskFailure]) -> Void)? {
     get { state.withLock { $0.onDrained } }
     set {
@@ -106,9 +116,15 @@ public final class CommandQueue: Sendable, OperationFinishObserver {
     }
   }
 
-  /// Suspends until every command added so far has finished; returns at once when the queue is
-  /// idle. Commands added meanwhile are not waited for, but a command that joins a running
-  /// burst keeps that burst (and so this call) going until it finished too.
+  /// Suspends until every command added so far has finished and ``onDrained`` has reported
+  /// their failures (see the type's documentation); returns at once when the queue is idle and
+  /// no ``onDrained`` call is on its way. Commands added meanwhile are not waited for, but a
+  /// command that joins a running burst keeps that burst (and so this call) going until it
+  /// finished too. "Added" means its ``add(_:)`` returned: one whose `add` runs on another thread
+  /// as this is called may be waited for or not.
+  ///
+  /// Since this call waits for ``onDrained`` calls on their way, do not make the handler wait
+  /// for it (block in the handler until a `drained()` call returned): that never ends.
   ///
   /// A paused queue does not drain: commands waiting for ``resume()`` are waited for. Cancelling
   /// the awaiting Swift task returns at once, without cancelling any command.
@@ -188,16 +204,19 @@ public final class CommandQueue: Sendable, OperationFinishObserver {
   }
 
   /// A burst finished: start the burst that waited for it (sequential mode), call the drained
-  /// handler if it was the last one, and resume the `drained()` callers that waited for it.
+  /// handler if the state says so (see ``CommandQueueState/burstFinished(_:failures:)``), and
+  /// resume the `drained()` callers that waited for it and for that call.
   func operationDidFinish(_ operation: ConcurrentOperation) {
     guard let group = operation as? GroupJob else { return }
     let failures = group.failures
     let end = state.withLock { $0.burstFinished(group, failures: failures) }
     end.start?.startJob()
-    if let (handler, drained) = end.drained {
-      handler(drained)
+    var waiters = end.waiters
+    if let report = end.report {
+      report.handler(report.failures)
+      waiters += state.withLock { $0.reportReturned(report.id) }
     }
-    for waiter in end.waiters {
+    for waiter in waiters {
       waiter.resume()
     }
   }

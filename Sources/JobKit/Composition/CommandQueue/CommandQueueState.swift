@@ -38,10 +38,14 @@ struct CommandQueueState {
   var open: ObjectIdentifier?
   /// Every burst that has not finished, oldest first.
   var bursts: [Burst] = []
-  /// Failures of the bursts finished since the queue last drained.
+  /// Failures of the bursts finished since the last `onDrained` call.
   var failures: [TaskFailure] = []
   var onDrained: (@Sendable ([TaskFailure]) -> Void)?
-  /// Callers of `drained()`, each waiting for the bursts that were running when it was called.
+  /// The `onDrained` calls handed out and not returned yet (see ``reportReturned(_:)``).
+  var reporting: Set<UInt64> = []
+  var nextReport: UInt64 = 0
+  /// Callers of `drained()`, each waiting for the bursts that were running when it was called,
+  /// then for the `onDrained` calls that report them.
   var drainWaiters: [UInt64: DrainWait] = [:]
   var nextWaiter: UInt64 = 0
 
@@ -50,7 +54,10 @@ struct CommandQueueState {
     case created
     /// Its task was cancelled before it registered.
     case cancelled
+    /// Waits for these bursts to finish.
     case waiting(pending: Set<ObjectIdentifier>, CheckedContinuation<Void, Never>)
+    /// Its bursts finished; waits for these `onDrained` calls (every one begun by then) to return.
+    case reporting(Set<UInt64>, CheckedContinuation<Void, Never>)
   }
 
   init(isSequential: Bool) {
@@ -125,18 +132,33 @@ struct CommandQueueState {
     return bursts.map(\.group)
   }
 
-  /// What to do once a burst finished: start the next burst, call the drained handler, resume
-  /// `drained()` callers.
+  /// One `onDrained` call to make after the lock, then to confirm with ``reportReturned(_:)``.
+  struct Report {
+    let id: UInt64
+    let handler: @Sendable ([TaskFailure]) -> Void
+    let failures: [TaskFailure]
+  }
+
+  /// What to do once a burst finished: start the next burst, call the drained handler (then
+  /// ``reportReturned(_:)``), resume `drained()` callers.
   struct BurstEnd {
     /// Sequential mode: the burst that waited for this one, to start now.
     var start: GroupJob?
-    var drained: (handler: @Sendable ([TaskFailure]) -> Void, failures: [TaskFailure])?
+    var report: Report?
+    /// Failures of a drained queue without handler, released after the lock (they hold user values).
+    var dropped: [TaskFailure] = []
     var waiters: [CheckedContinuation<Void, Never>] = []
   }
 
   /// A burst finished with `failures`. Returns the burst to start next (sequential mode), the
-  /// drained handler and the failures to pass it when no burst is left, and the `drained()`
-  /// callers whose bursts have all finished.
+  /// `onDrained` call to make, and the `drained()` callers to resume now.
+  ///
+  /// **Drained means reported.** The handler is called when no burst is left (the queue
+  /// drained), and also when a `drained()` caller's bursts all finished while newer ones run
+  /// and failures are unreported: then with the failures so far, so that caller need not wait
+  /// for the newer bursts (no starving on a busy queue). A caller whose bursts finished is
+  /// resumed once every `onDrained` call begun by then returned, so when `drained()` returns,
+  /// every failure of a command that finished before has been reported.
   mutating func burstFinished(_ group: GroupJob, failures burstFailures: [TaskFailure]) -> BurstEnd {
     guard let index = index(of: group) else { return BurstEnd() }
     bursts.remove(at: index)
@@ -149,24 +171,57 @@ struct CommandQueueState {
       bursts[0].start = .started
       end.start = next.group
     }
+    failures += burstFailures
+    var finished: [(UInt64, CheckedContinuation<Void, Never>)] = []
     for (waiter, wait) in drainWaiters {
       guard case .waiting(var pending, let continuation) = wait else { continue }
       pending.remove(id)
       if pending.isEmpty {
-        drainWaiters[waiter] = nil
-        end.waiters.append(continuation)
+        finished.append((waiter, continuation))
       } else {
         drainWaiters[waiter] = .waiting(pending: pending, continuation)
       }
     }
-    failures += burstFailures
-    guard bursts.isEmpty else { return end }
-    let drained = failures
-    failures = []
-    if let onDrained {
-      end.drained = (onDrained, drained)
+    if let onDrained, bursts.isEmpty || (!finished.isEmpty && !failures.isEmpty) {
+      end.report = beginReport(onDrained)
+    } else if bursts.isEmpty {
+      end.dropped = failures  // no handler takes them
+      failures = []
+    }
+    for (waiter, continuation) in finished {
+      if reporting.isEmpty {
+        drainWaiters[waiter] = nil
+        end.waiters.append(continuation)
+      } else {
+        drainWaiters[waiter] = .reporting(reporting, continuation)
+      }
     }
     return end
+  }
+
+  /// Hands the failures so far to a new `onDrained` call, recorded as begun.
+  private mutating func beginReport(_ handler: @escaping @Sendable ([TaskFailure]) -> Void) -> Report {
+    nextReport += 1
+    reporting.insert(nextReport)
+    defer { failures = [] }
+    return Report(id: nextReport, handler: handler, failures: failures)
+  }
+
+  /// `onDrained` call `id` returned. Returns the `drained()` callers to resume now: those whose
+  /// bursts finished and who wait for no other call.
+  mutating func reportReturned(_ id: UInt64) -> [CheckedContinuation<Void, Never>] {
+    reporting.remove(id)
+    var resumed: [CheckedContinuation<Void, Never>] = []
+    for (waiter, wait) in drainWaiters {
+      guard case .reporting(var calls, let continuation) = wait, calls.remove(id) != nil else { continue }
+      if calls.isEmpty {
+        drainWaiters[waiter] = nil
+        resumed.append(continuation)
+      } else {
+        drainWaiters[waiter] = .reporting(calls, continuation)
+      }
+    }
+    return resumed
   }
 
   /// A new `drained()` caller's identity.
@@ -176,14 +231,20 @@ struct CommandQueueState {
     return nextWaiter
   }
 
-  /// Registers `drained()` caller `id` to be resumed once every running burst finished. Returns
-  /// `false` (registering nothing) when none runs or the caller was cancelled: resume it now.
+  /// Registers `drained()` caller `id` to be resumed once every running burst finished and the
+  /// `onDrained` calls begun by then returned (on an idle queue: once the calls in flight
+  /// returned). Returns `false` (registering nothing) when there is nothing to wait for or the
+  /// caller was cancelled: resume it now.
   mutating func awaitDrain(_ id: UInt64, _ continuation: CheckedContinuation<Void, Never>) -> Bool {
-    guard case .created = drainWaiters[id], !bursts.isEmpty else {
+    guard case .created = drainWaiters[id], !bursts.isEmpty || !reporting.isEmpty else {
       drainWaiters[id] = nil
       return false
     }
-    drainWaiters[id] = .waiting(pending: Set(bursts.map { ObjectIdentifier($0.group) }), continuation)
+    if bursts.isEmpty {
+      drainWaiters[id] = .reporting(reporting, continuation)
+    } else {
+      drainWaiters[id] = .waiting(pending: Set(bursts.map { ObjectIdentifier($0.group) }), continuation)
+    }
     return true
   }
 
@@ -194,7 +255,7 @@ struct CommandQueueState {
     case .created:
       drainWaiters[id] = .cancelled
       return nil
-    case .waiting(_, let continuation):
+    case .waiting(_, let continuation), .reporting(_, let continuation):
       drainWaiters[id] = nil
       return continuation
     case .cancelled, nil:

@@ -32,18 +32,7 @@ enum CompositionFeature: String, CaseIterable, Sendable, Comparable {
 
   /// Features off by default until the named fix is merged (see the report of branch
   /// model-composition). Empty when every known race window is generated.
-  static let waitingForFixes: [CompositionFeature: String] = [
-    .queues:
-      "CommandQueue's drained() and onDrained race late adds and cancels (three fresh-clone CI runs of"
-      + " 2026-11-25: seed 87, a failed command not reported by onDrained before drained() returned; seed 244,"
-      + " the same in a sequential queue with cancel storms; seed 8737, drained() returned while a late-added"
-      + " command (n15) had not finished). JOBKIT_COMPOSITION_ON=queues,resumeRacingAdds to replay.",
-    .resumeRacingAdds:
-      "seed 87 in one CI run of 2026-11-25 (1 workflow in ~12,000): a concurrent CommandQueue paused with one"
-      + " command, resumed from a global-queue thread while drained() is awaited: the command failed, drained()"
-      + " returned after it finished, yet no onDrained call had reported the failure (not reproduced in 500"
-      + " replays; JOBKIT_COMPOSITION_ON=resumeRacingAdds turns it back on)",
-  ]
+  static let waitingForFixes: [CompositionFeature: String] = [:]
 
   /// The features in use: all, minus `waitingForFixes` and `JOBKIT_COMPOSITION_OFF`, plus
   /// `JOBKIT_COMPOSITION_ON`.

@@ -19,7 +19,8 @@ struct ModelBasedCompositionTests {
   /// its plan says), a pipeline runs its steps in order and its `onError` once exactly when a step
   /// failed; sequential containers run one child at a time in the order added; limits and
   /// `maxRunning` hold; a job's completions and `allTasksFinished` run once; `onDrained` reports
-  /// each failed command once and `drained()` returns only after the commands added before it;
+  /// each failed command once and `drained()` returns only after the commands added before it
+  /// (their `add` returned) finished and `onDrained` reported their failures;
   /// containers finish after everything below them; no misuse is reported; no hang, no leak.
   @Test("Random composition trees follow the model")
   func randomCompositionsFollowTheModel() async throws {
