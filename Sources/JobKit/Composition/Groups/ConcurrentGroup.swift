@@ -46,13 +46,13 @@ open class ConcurrentGroup: GroupJob, @unchecked Sendable {
   /// concurrent ``JobController/taskQueue`` the group owns (or on
   /// ``JobController/defaultTaskQueue``, if set).
   public init(_ tasks: [Operation] = []) {
-    super.init(sequential: false, tasks: tasks, taskQueue: nil)
+    super.init(sequential: false, tasks: tasks, taskQueue: nil, propagatesTaskCancellation: true)
   }
 
   /// Creates a group that will start `tasks`, and any tasks added later, together, on
   /// `taskQueue` (for example a serial queue, or one shared with other jobs).
   public init(_ tasks: [Operation] = [], taskQueue: OperationQueue) {
-    super.init(sequential: false, tasks: tasks, taskQueue: taskQueue)
+    super.init(sequential: false, tasks: tasks, taskQueue: taskQueue, propagatesTaskCancellation: true)
   }
 
   /// The `maxRunning` of ``init(taking:maxRunning:taskQueue:)`` unless given: twice the active
@@ -79,6 +79,7 @@ open class ConcurrentGroup: GroupJob, @unchecked Sendable {
   ) where Tasks.Element: Operation {
     var iterator = tasks.makeIterator()
     super.init(
-      sequential: false, tasks: [], taskQueue: taskQueue, taking: { iterator.next() }, maxRunning: maxRunning)
+      sequential: false, tasks: [], taskQueue: taskQueue, taking: { iterator.next() }, maxRunning: maxRunning,
+      propagatesTaskCancellation: true)
   }
 }

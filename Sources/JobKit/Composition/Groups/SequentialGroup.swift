@@ -62,13 +62,13 @@ open class SequentialGroup: GroupJob, @unchecked Sendable {
   /// concurrent ``JobController/taskQueue`` the group owns (or on
   /// ``JobController/defaultTaskQueue``, if set).
   public init(_ tasks: [Operation] = []) {
-    super.init(sequential: true, tasks: tasks, taskQueue: nil)
+    super.init(sequential: true, tasks: tasks, taskQueue: nil, propagatesTaskCancellation: true)
   }
 
   /// Creates a group that will run `tasks` in order, then any tasks added later, on
   /// `taskQueue` (for example a serial queue, or one shared with other jobs).
   public init(_ tasks: [Operation] = [], taskQueue: OperationQueue) {
-    super.init(sequential: true, tasks: tasks, taskQueue: taskQueue)
+    super.init(sequential: true, tasks: tasks, taskQueue: taskQueue, propagatesTaskCancellation: true)
   }
 
   /// Creates a group that takes its tasks from `tasks` one at a time: the next only after the
@@ -86,7 +86,8 @@ open class SequentialGroup: GroupJob, @unchecked Sendable {
   public init<Tasks: Sequence>(taking tasks: sending Tasks, taskQueue: OperationQueue? = nil)
   where Tasks.Element: Operation {
     var iterator = tasks.makeIterator()
-    super.init(sequential: true, tasks: [], taskQueue: taskQueue, taking: { iterator.next() })
+    super.init(
+      sequential: true, tasks: [], taskQueue: taskQueue, taking: { iterator.next() }, propagatesTaskCancellation: true)
   }
 
   /// Whether the first failed task ends the group, which then finishes with that task's error.

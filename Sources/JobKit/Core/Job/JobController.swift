@@ -255,4 +255,9 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// lock held. Lets a subclass finish work that `main()` would have started. Does nothing by
   /// default.
   func stoppedBeforeMain() {}
+
+  /// Called once, right before the job finishes (before `isFinished`), on the thread finishing
+  /// it, with no lock held; `cancelled` if a cancel stopped the job. A hook for the floors above
+  /// (a group's cancellation handler); does nothing by default.
+  func jobWillFinish(cancelled: Bool) {}
 }
