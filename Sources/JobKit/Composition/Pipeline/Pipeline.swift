@@ -102,10 +102,10 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
 
   private init(
     plan: PipelineState<Output>.Plan,
-    errorHandler: PipelineHandler<any Error>?,
+    handlers: PipelineHandlers,
     stepExecutor: PipelineStepExecutor?
   ) {
-    pipelineState = PipelineState(plan: plan, errorHandler: errorHandler)
+    pipelineState = PipelineState(plan: plan, errorHandler: handlers.error, cancelHandler: handlers.cancel)
     self.stepExecutor = stepExecutor
     super.init()
   }
@@ -120,7 +120,7 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
   /// Creates a pipeline whose first step is `body`. Its steps run on Swift's global concurrent
   /// executor. Nothing runs until the pipeline is started.
   public static func start(_ body: @escaping @Sendable () async throws -> Output) -> Pipeline<Output> {
-    Pipeline(plan: .steps(firstStep(body)), errorHandler: nil, stepExecutor: nil)
+    Pipeline(plan: .steps(firstStep(body)), handlers: PipelineHandlers(), stepExecutor: nil)
   }
 
   /// Creates a pipeline whose first step is `body`, and whose steps (this one and those added
@@ -132,7 +132,7 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
     on queue: DispatchQueue,
     _ body: @escaping @Sendable () async throws -> Output
   ) -> Pipeline<Output> {
-    Pipeline(plan: .steps(firstStep(body)), errorHandler: nil, stepExecutor: PipelineStepExecutor(queue: queue))
+    Pipeline(plan: .steps(firstStep(body)), handlers: PipelineHandlers(), stepExecutor: PipelineStepExecutor(queue: queue))
   }
 
   private static func firstStep(
@@ -184,7 +184,7 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
     case .spent(let builderOutput):
       plan = .spent(builderOutput: builderOutput)
     }
-    let next = Pipeline<Next>(plan: plan, errorHandler: handOver.errorHandler, stepExecutor: stepExecutor)
+    let next = Pipeline<Next>(plan: plan, handlers: handOver.handlers, stepExecutor: stepExecutor)
     if let name {
       next.name = name
     }
@@ -215,7 +215,38 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
       return self
     }
     let error = PipelineState<Output>.errorHandlerAfterStart
-    return Pipeline(plan: .unusable(error), errorHandler: handler, stepExecutor: stepExecutor)
+    return Pipeline(plan: .unusable(error), handlers: PipelineHandlers(error: handler), stepExecutor: stepExecutor)
+  }
+
+  /// Sets the handler called, once, if the pipeline ends cancelled (replacing an earlier
+  /// handler), and returns this pipeline: CompositeOperations' and BlockSequence's cancellation
+  /// handler.
+  ///
+  /// The pipeline ends cancelled when `cancel()` came before its steps ended, or when a step
+  /// cancelled itself by throwing `CancellationError` (see the type's documentation). The
+  /// handler is called instead of ``finally(_:)``'s and ``onError(_:)``'s: in the pipeline's
+  /// Swift task right after the step that was running ended (on the step queue if you chose
+  /// one), or, for a pipeline cancelled before it started, on the thread its queue starts it on;
+  /// always before the pipeline finishes. On a started pipeline, returns a new pipeline with this
+  /// handler that runs no step and fails with ``JobKitError/Code/modifiedAfterStart``.
+  public func onCancelled(_ handler: @escaping @Sendable () -> Void) -> Pipeline<Output> {
+    setCancelHandler(PipelineHandler(queue: nil, body: { _ in handler() }))
+  }
+
+  /// Like ``onCancelled(_:)``, but the handler runs on `queue` (asynchronously); the pipeline
+  /// finishes after it returned.
+  public func onCancelled(on queue: DispatchQueue, _ handler: @escaping @Sendable () -> Void) -> Pipeline<Output> {
+    setCancelHandler(PipelineHandler(queue: queue, body: { _ in handler() }))
+  }
+
+  private func setCancelHandler(_ handler: PipelineHandler<Void>) -> Pipeline<Output> {
+    let (isSet, replaced) = withState { $0.setCancelHandler(handler) }
+    _ = replaced  // released after the lock: the user's earlier handler
+    if isSet {
+      return self
+    }
+    let error = PipelineState<Output>.cancelHandlerAfterStart
+    return Pipeline(plan: .unusable(error), handlers: PipelineHandlers(cancel: handler), stepExecutor: stepExecutor)
   }
 
   // MARK: - Starting
@@ -321,8 +352,8 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
 
   override func startCancelled() {
     let dropped = withState { $0.endBeforeStart() }
+    PipelineHandler.call(dropped.cancelHandler, with: ()) { self.operationDone() }
     _ = dropped  // released after the lock: the steps and handlers are the user's closures
-    operationDone()
   }
 
   /// Runs the steps in the pipeline's Swift task, then the handler the outcome calls for, then
@@ -334,14 +365,18 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
     } catch {
       outcome = .failure(error)
     }
+    if case .failure(let error) = outcome, error is CancellationError, !isCancelRecorded {
+      // A step cancelled itself: the pipeline is cancelled, as by `cancel()`.
+      cancel()
+    }
     // Read after the steps ended: a cancel() recorded before then counts, even one whose
     // delivery to `operationCancelled()` still waits for `operationStart()` to return.
     let cancelled = isCancelRecorded
     let (end, dropped) = withState { $0.stepsEnded(outcome, cancelled: cancelled) }
     _ = dropped  // released after the lock: the handler the outcome does not call
     switch end {
-    case .cancelled:
-      operationDone()
+    case .cancelled(let handler):
+      PipelineHandler.call(handler, with: ()) { self.operationDone() }
     case .succeeded(let result, let handler):
       PipelineHandler.call(handler, with: result) { self.operationDone() }
     case .failed(let error, let handler):
