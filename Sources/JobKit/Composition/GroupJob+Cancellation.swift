@@ -31,7 +31,7 @@ extension GroupJob {
   }
 
   /// Whether a task that cancelled itself cancels the group. `true` for a ``SequentialGroup``
-  /// and a ``ConcurrentGroup``; `false` for a ``CommandDispatch`` and for the groups a
+  /// and a ``ConcurrentGroup``; `false` for a command map's dispatch and for the groups a
   /// ``CommandQueue`` runs its commands in, whose commands are independent.
   ///
   /// A task *cancelled itself* when it finished with `isCancelled` `true` and no

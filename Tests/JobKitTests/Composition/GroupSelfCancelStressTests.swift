@@ -185,7 +185,8 @@ struct GroupSelfCancelStressTests {
           let (group, calls) = entry
           if tree.path.contains(index) {
             #expect(group.isCancelled && group.error == nil, "seed \(seed): group \(index) on the path not cancelled")
-            #expect(calls.value == 1, "seed \(seed): group \(index) on the path called its handler \(calls.value) times")
+            #expect(
+              calls.value == 1, "seed \(seed): group \(index) on the path called its handler \(calls.value) times")
           } else {
             #expect(calls.value <= 1, "seed \(seed): group \(index) called its handler \(calls.value) times")
             if calls.value == 1 { #expect(group.isCancelled, "seed \(seed): group \(index) not cancelled") }

@@ -21,6 +21,10 @@ import Foundation
 /// thread holds the job until the task is tracked, so a group never finishes before a task it
 /// accepted finished: the task runs, or is cancelled and finishes without running.
 ///
+/// A task that finished cancelled, without an error, and not by the group's doing cancels the
+/// group (see ``propagatesTaskCancellation``), which then calls ``onCancelled`` right before it
+/// finishes.
+///
 /// A group made with `init(taking:)` pulls tasks from its sequence in `main()` and in the
 /// per-task callback of each task it pulled, serially, never holding a lock, and never more than
 /// its `maxRunning` started and not routed at once. A cancel, a stop on failure or the group's

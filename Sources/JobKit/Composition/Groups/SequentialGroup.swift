@@ -43,6 +43,14 @@ import Foundation
 /// so they finish without running their work, and before the group finishes. The group then
 /// finishes once, cancelled (``ConcurrentOperation/error`` is `nil`).
 ///
+/// A step that cancels itself cancels the group (CompositeOperations' cascade): a task that
+/// finished with `isCancelled` `true` and no error, which the group did not cancel (its own
+/// `cancel()`, another thread, a nested group that ended cancelled), is handled as a `cancel()`
+/// of the group on the thread that finished it, so the later steps never run. The group's
+/// ``GroupJob/onCancelled`` handler is called once, right before a cancelled group finishes;
+/// ``JobController/run()`` throws `CancellationError`. ``GroupJob/propagatesTaskCancellation``
+/// turns this off.
+///
 /// ### Context
 /// Before starting a task, the group hands it ``GroupJob/context`` if it adopts ``ContextConsuming`` (as
 /// ``BlockTask`` does); a nested group adopts this group's context as its own, so the same

@@ -3,7 +3,8 @@ import Foundation
 /// A serial chain of asynchronous steps, each getting the previous step's result, with one error
 /// handler and one completion handler. See <doc:MigratingFromBlockSequence>.
 ///
-/// Build it with ``start(_:)`` and ``then(_:)->Pipeline<Next>``, set the error handler with ``onError(_:)``, and
+/// Build it with ``start(_:)`` and ``then(_:)->Pipeline<Next>``, set the error handler with ``onError(_:)``
+/// (and, if you need it, the cancellation handler with ``onCancelled(_:)``), and
 /// start it with ``finally(_:)`` (or await ``run()``):
 ///
 /// ```swift
@@ -33,9 +34,14 @@ import Foundation
 ///   `onError`, no `run()`, no job tracking it) is not silent: it goes to
 ///   ``JobKitDiagnostics/unhandledPipelineErrorHandler`` instead, which by default reports
 ///   `Pipeline named >> NAME << error: ERROR` as a misuse.
-/// - **Cancel**: `cancel()` came first. No later step runs and no handler is called; the
-///   pipeline finishes with `isCancelled` `true` and no error, and ``run()`` throws
-///   `CancellationError`.
+/// - **Cancel**: `cancel()` came first, or a step cancelled itself by throwing
+///   `CancellationError` while the pipeline was not cancelled (BlockSequence's cancellable
+///   sequence; the step's own `withUnsafeCurrentTask { $0?.cancel() }` followed by
+///   `try Task.checkCancellation()` does that). No later step runs, neither `finally`'s nor
+///   `onError`'s handler is called, the ``onCancelled(_:)`` handler is called once, and the
+///   pipeline finishes with `isCancelled` `true` and no error; ``run()`` throws
+///   `CancellationError`. A pipeline that is a step of a group is then a task that cancelled
+///   itself, so it cancels the group (see ``GroupJob/propagatesTaskCancellation``).
 ///
 /// A handler runs, by default, in the pipeline's Swift task right after the last step ended: on
 /// the step queue if you chose one, otherwise on a thread of Swift's global concurrent executor,
@@ -132,7 +138,8 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
     on queue: DispatchQueue,
     _ body: @escaping @Sendable () async throws -> Output
   ) -> Pipeline<Output> {
-    Pipeline(plan: .steps(firstStep(body)), handlers: PipelineHandlers(), stepExecutor: PipelineStepExecutor(queue: queue))
+    Pipeline(
+      plan: .steps(firstStep(body)), handlers: PipelineHandlers(), stepExecutor: PipelineStepExecutor(queue: queue))
   }
 
   private static func firstStep(

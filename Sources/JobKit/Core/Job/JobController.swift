@@ -30,7 +30,9 @@ import Foundation
 ///   only then is `isFinished` `true`, so `completionBlock`, dependents and ``run()`` see every
 ///   task and callback done.
 /// - **Stop.** `cancel()` and ``fail(_:)`` cancel the unfinished tasks, skip every later callback
-///   and still wait for the tasks to finish.
+///   and still wait for the tasks to finish. A task that finished cancelled without the job
+///   stopping (it cancelled itself) is routed like any other: the callbacks decide (see
+///   <doc:RoutingAndThreads>, "A task that cancels itself").
 /// - **Misuse** (tracking twice, after the finish, starting twice) has one documented outcome
 ///   each (``JobKitError/Code``), recorded in ``ConcurrentOperation/misuses``; it never crashes.
 ///
