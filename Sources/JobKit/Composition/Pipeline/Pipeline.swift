@@ -104,9 +104,9 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
   /// a third of that), so the runtime's exclusivity check is redundant.
   @exclusivity(unchecked) private var pipelineState: PipelineState<Output>
   /// Where the steps run, or `nil` for Swift's global concurrent executor.
-  private let stepExecutor: PipelineStepExecutor?
+  let stepExecutor: PipelineStepExecutor?
 
-  private init(
+  init(
     plan: PipelineState<Output>.Plan,
     handlers: PipelineHandlers,
     stepExecutor: PipelineStepExecutor?
@@ -117,7 +117,7 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
   }
 
   /// Runs `body` on the state under the pipeline's stripe lock. `body` must not call user code.
-  private func withState<Result>(_ body: (inout PipelineState<Output>) -> Result) -> Result {
+  func withState<Result>(_ body: (inout PipelineState<Output>) -> Result) -> Result {
     StripedLock.withLock(for: self) { body(&pipelineState) }
   }
 
@@ -223,37 +223,6 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
     }
     let error = PipelineState<Output>.errorHandlerAfterStart
     return Pipeline(plan: .unusable(error), handlers: PipelineHandlers(error: handler), stepExecutor: stepExecutor)
-  }
-
-  /// Sets the handler called, once, if the pipeline ends cancelled (replacing an earlier
-  /// handler), and returns this pipeline: CompositeOperations' and BlockSequence's cancellation
-  /// handler.
-  ///
-  /// The pipeline ends cancelled when `cancel()` came before its steps ended, or when a step
-  /// cancelled itself by throwing `CancellationError` (see the type's documentation). The
-  /// handler is called instead of ``finally(_:)``'s and ``onError(_:)``'s: in the pipeline's
-  /// Swift task right after the step that was running ended (on the step queue if you chose
-  /// one), or, for a pipeline cancelled before it started, on the thread its queue starts it on;
-  /// always before the pipeline finishes. On a started pipeline, returns a new pipeline with this
-  /// handler that runs no step and fails with ``JobKitError/Code/modifiedAfterStart``.
-  public func onCancelled(_ handler: @escaping @Sendable () -> Void) -> Pipeline<Output> {
-    setCancelHandler(PipelineHandler(queue: nil, body: { _ in handler() }))
-  }
-
-  /// Like ``onCancelled(_:)``, but the handler runs on `queue` (asynchronously); the pipeline
-  /// finishes after it returned.
-  public func onCancelled(on queue: DispatchQueue, _ handler: @escaping @Sendable () -> Void) -> Pipeline<Output> {
-    setCancelHandler(PipelineHandler(queue: queue, body: { _ in handler() }))
-  }
-
-  private func setCancelHandler(_ handler: PipelineHandler<Void>) -> Pipeline<Output> {
-    let (isSet, replaced) = withState { $0.setCancelHandler(handler) }
-    _ = replaced  // released after the lock: the user's earlier handler
-    if isSet {
-      return self
-    }
-    let error = PipelineState<Output>.cancelHandlerAfterStart
-    return Pipeline(plan: .unusable(error), handlers: PipelineHandlers(cancel: handler), stepExecutor: stepExecutor)
   }
 
   // MARK: - Starting
