@@ -145,6 +145,18 @@ struct GroupSelfCancelTests {
     #expect(counter.unfinishedDuringCall.value)
   }
 
+  /// Cancelled before its queue started it: no task runs, the handler is called once.
+  @Test(arguments: GroupKind.allCases)
+  func aGroupCancelledBeforeItsStartCallsTheHandler(kind: GroupKind) async throws {
+    let ran = Locked(false)
+    let group = kind.make([BlockTask { ran.mutate { $0 = true } }])
+    let counter = CancellationCounter()
+    counter.watch(group)
+    group.cancel()
+    await #expect(throws: CancellationError.self) { try await group.run() }
+    #expect(!ran.value && counter.count == 1 && counter.unfinishedDuringCall.value)
+  }
+
   /// A group that ends otherwise (success, a failure, a stop on failure that cancels the next
   /// task) never calls the handler, and releases it.
   enum OtherEnd: String, CaseIterable, Sendable {
