@@ -80,4 +80,49 @@ struct PipelineStateTests {
     let late = state.cancel()
     #expect(late == nil)
   }
+
+  // MARK: onCancelled (issue 20)
+
+  private static let onCancelled = PipelineHandler<Void>(queue: nil, body: { _ in })
+
+  /// A cancelled end calls the cancellation handler and hands out every handler.
+  @Test func aCancelledEndCallsTheCancellationHandler() {
+    var state = Self.submitted()
+    let (isSet, replaced) = state.setCancelHandler(Self.onCancelled)
+    #expect(!isSet && replaced == nil)  // submitted: counts as started
+    var building = State(plan: .steps({ _ in 1 }), errorHandler: nil)
+    let (isSetBefore, _) = building.setCancelHandler(Self.onCancelled)
+    #expect(isSetBefore)
+    let (_, second) = building.setCancelHandler(Self.onCancelled)
+    #expect(second != nil)  // the replaced one, to release after the lock
+    _ = building.start()
+    let (end, dropped) = building.stepsEnded(.failure(CancellationError()), cancelled: true)
+    guard case .cancelled(.some) = end else {
+      Issue.record("the cancellation handler was not called: \(end)")
+      return
+    }
+    #expect(dropped.cancelHandler != nil && building.cancelHandler == nil)
+  }
+
+  /// `then` hands the cancellation handler on with the error handler; an end before the start
+  /// hands it out.
+  @Test func theCancellationHandlerIsHandedOnAndOut() {
+    var state = State(plan: .steps({ _ in 1 }), errorHandler: nil, cancelHandler: Self.onCancelled)
+    let (_, handlers) = state.handOver()
+    #expect(handlers.cancel != nil && handlers.error == nil)
+    var other = State(plan: .steps({ _ in 1 }), errorHandler: nil, cancelHandler: Self.onCancelled)
+    let dropped = other.endBeforeStart()
+    #expect(dropped.cancelHandler != nil && other.cancelHandler == nil)
+  }
+
+  /// A success or a failure does not call it, but hands it out.
+  @Test(arguments: [false, true])
+  func otherEndsHandOutTheCancellationHandler(fails: Bool) {
+    var state = State(plan: .steps({ _ in 1 }), errorHandler: nil, cancelHandler: Self.onCancelled)
+    _ = state.start()
+    let outcome: Result<Int, any Error> = fails ? .failure(TestError(1)) : .success(2)
+    let (end, dropped) = state.stepsEnded(outcome, cancelled: false)
+    if case .cancelled = end { Issue.record("not cancelled: \(end)") }
+    #expect(dropped.cancelHandler != nil && state.cancelHandler == nil)
+  }
 }

@@ -35,6 +35,13 @@ import Foundation
 /// task not started yet finishes without running its work. A sequence's tasks not taken yet are
 /// never made. The group then finishes once, cancelled (``ConcurrentOperation/error`` is `nil`).
 ///
+/// A task that cancels itself cancels the group (CompositeOperations' transaction): a task that
+/// finished with `isCancelled` `true` and no error, which the group did not cancel, is handled
+/// as a `cancel()` of the group on the thread that finished it, so every other task is
+/// cancelled, even one that would run until cancelled. The group's ``GroupJob/onCancelled``
+/// handler is called once, right before a cancelled group finishes; ``JobController/run()``
+/// throws `CancellationError`. ``GroupJob/propagatesTaskCancellation`` turns this off.
+///
 /// ### Context and threads
 /// As for ``SequentialGroup``: each task that adopts ``ContextConsuming`` gets ``GroupJob/context`` right
 /// before it is queued, nested groups share it, and the group's bookkeeping runs serially with
@@ -46,13 +53,13 @@ open class ConcurrentGroup: GroupJob, @unchecked Sendable {
   /// concurrent ``JobController/taskQueue`` the group owns (or on
   /// ``JobController/defaultTaskQueue``, if set).
   public init(_ tasks: [Operation] = []) {
-    super.init(sequential: false, tasks: tasks, taskQueue: nil)
+    super.init(sequential: false, tasks: tasks, taskQueue: nil, propagatesTaskCancellation: true)
   }
 
   /// Creates a group that will start `tasks`, and any tasks added later, together, on
   /// `taskQueue` (for example a serial queue, or one shared with other jobs).
   public init(_ tasks: [Operation] = [], taskQueue: OperationQueue) {
-    super.init(sequential: false, tasks: tasks, taskQueue: taskQueue)
+    super.init(sequential: false, tasks: tasks, taskQueue: taskQueue, propagatesTaskCancellation: true)
   }
 
   /// The `maxRunning` of ``init(taking:maxRunning:taskQueue:)`` unless given: twice the active
@@ -79,6 +86,7 @@ open class ConcurrentGroup: GroupJob, @unchecked Sendable {
   ) where Tasks.Element: Operation {
     var iterator = tasks.makeIterator()
     super.init(
-      sequential: false, tasks: [], taskQueue: taskQueue, taking: { iterator.next() }, maxRunning: maxRunning)
+      sequential: false, tasks: [], taskQueue: taskQueue, taking: { iterator.next() }, maxRunning: maxRunning,
+      propagatesTaskCancellation: true)
   }
 }

@@ -21,6 +21,10 @@ import Foundation
 /// thread holds the job until the task is tracked, so a group never finishes before a task it
 /// accepted finished: the task runs, or is cancelled and finishes without running.
 ///
+/// A task that finished cancelled, without an error, and not by the group's doing cancels the
+/// group (see ``propagatesTaskCancellation``), which then calls ``onCancelled`` right before it
+/// finishes.
+///
 /// A group made with `init(taking:)` pulls tasks from its sequence in `main()` and in the
 /// per-task callback of each task it pulled, serially, never holding a lock, and never more than
 /// its `maxRunning` started and not routed at once. A cancel, a stop on failure or the group's
@@ -47,12 +51,13 @@ open class GroupJob: JobController, @unchecked Sendable {
   @usableFromInline
   init(
     sequential: Bool, tasks: [Operation], taskQueue: OperationQueue?, taking nextTask: (() -> Operation?)? = nil,
-    maxRunning: Int = 1
+    maxRunning: Int = 1, propagatesTaskCancellation: Bool = false
   ) {
     let source = nextTask.map { TaskSource($0, maxRunning: maxRunning) }
     let mode = sequential ? GroupState.Mode.sequential : .concurrent
     let slots = source.map { _ in sequential ? 1 : max(1, maxRunning) }
-    groupState = LockedBox(GroupState(mode: mode, sourceMaxRunning: slots))
+    groupState = LockedBox(
+      GroupState(mode: mode, sourceMaxRunning: slots, propagatesTaskCancellation: propagatesTaskCancellation))
     isSequential = sequential
     self.source = source
     if let taskQueue {
@@ -154,6 +159,15 @@ open class GroupJob: JobController, @unchecked Sendable {
     stopGroup()
     if held {
       releaseHold()
+    }
+  }
+
+  /// The job is about to finish: calls ``onCancelled`` if a cancel stopped it, and drops it
+  /// either way (after the lock).
+  override func jobWillFinish(cancelled: Bool) {
+    let handler = groupState.withLock { $0.takeCancellationHandler() }
+    if cancelled, let handler {
+      handler()
     }
   }
 
@@ -302,16 +316,26 @@ open class GroupJob: JobController, @unchecked Sendable {
     }
   }
 
-  /// Carries out a routed task's transition. Returns `false` if the group stopped on its failure.
+  /// Carries out a routed task's transition. Returns `false` if the group stopped on its failure
+  /// or its cancel.
   private func routeTask(_ task: Operation, fromSource: Bool) -> Bool {
     // Only a sequential group stops on a failure; a concurrent one need not ask.
     let error = isSequential ? (task as? ConcurrentOperation)?.error : nil
-    switch groupState.withLock({ $0.taskFinished(task, error: error, fromSource: fromSource) }) {
+    // Read here, outside every lock (`isCancelled` may be the user's override). The job delivers
+    // no per-task callback once it stopped, so the group did not cancel this task.
+    let cancelledItself = task.isCancelled && (isSequential ? error : (task as? ConcurrentOperation)?.error) == nil
+    let routing = groupState.withLock {
+      $0.taskFinished(task, error: error, cancelledItself: cancelledItself, fromSource: fromSource)
+    }
+    switch routing {
     case .launch(let launch):
       self.launch(launch)
       return true
     case .fail(let error):
       fail(error)  // which stops the group too (see `failureRequested`)
+      return false
+    case .cancel:
+      cancel()  // which drops the waiting tasks (see `cancellationRequested`)
       return false
     }
   }

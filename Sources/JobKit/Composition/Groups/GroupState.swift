@@ -55,17 +55,6 @@ struct GroupState {
     var generation: UInt64 = 0
   }
 
-  /// The source of a group made with `init(taking:)`: at most `maxRunning` of its tasks are
-  /// pulled and not routed yet. A sequential group's `maxRunning` is 1, and its added tasks wait
-  /// until the source is exhausted.
-  struct SourceSlots {
-    let maxRunning: Int
-    /// Tasks reserved or pulled, and not routed yet.
-    var running = 0
-    /// The source returned `nil`: nothing more is pulled.
-    var isExhausted = false
-  }
-
   /// Whether the group keeps its job from finishing (the job's keep-alive hold, see
   /// `JobController.holdOpen()`), because held tasks wait.
   enum KeepAlive {
@@ -106,11 +95,16 @@ struct GroupState {
   var keepAlive = KeepAlive.none
   /// `nil` for a group without a source.
   var source: SourceSlots?
+  /// Whether a task that cancelled itself cancels the group (`GroupJob.propagatesTaskCancellation`).
+  var propagatesTaskCancellation: Bool
+  /// `GroupJob.onCancelled`, until the group finishes (see `GroupState+Cancellation`).
+  var cancellationHandler = CancellationHandler.unset
 
   /// A group in `mode`; with a source if `sourceMaxRunning` is given (at least 1).
-  init(mode: Mode, sourceMaxRunning: Int? = nil) {
+  init(mode: Mode, sourceMaxRunning: Int? = nil, propagatesTaskCancellation: Bool = false) {
     self.mode = mode
     source = sourceMaxRunning.map { SourceSlots(maxRunning: $0) }
+    self.propagatesTaskCancellation = propagatesTaskCancellation
   }
 
   /// A source that may still yield tasks: added tasks of a sequential group wait for its end.
@@ -232,17 +226,29 @@ struct GroupState {
     case launch(Launch)
     /// The task failed and the group stops on failure: fail the job with `error`.
     case fail(any Error)
+    /// The task cancelled itself and the group propagates that: cancel the job, which stops the
+    /// group (`stop()` drops the waiting tasks). The group is stopping already, so nothing
+    /// starts meanwhile, from any thread.
+    case cancel
   }
 
   /// A started task was routed (in the job's callback), with its error if it failed;
+  /// `cancelledItself` if it finished cancelled without an error while the group ran (the
+  /// group's callbacks are not delivered once its job stops, so the group did not cancel it);
   /// `fromSource` if it was pulled from the source (its slot is free again).
-  mutating func taskFinished(_ task: Operation, error: (any Error)?, fromSource: Bool = false) -> Routing {
+  mutating func taskFinished(
+    _ task: Operation, error: (any Error)?, cancelledItself: Bool = false, fromSource: Bool = false
+  ) -> Routing {
     members.remove(OperationKey(task))
     if task === current {
       current = nil
     }
     if fromSource {
       source?.running -= 1
+    }
+    if cancelledItself, propagatesTaskCancellation, phase == .running {
+      phase = .stopping
+      return .cancel
     }
     if let error, stopsOnFailure, mode == .sequential, phase == .running {
       return .fail(error)
@@ -324,9 +330,11 @@ struct GroupState {
 
   /// The job is cancelled or failing (the caller holds the job, or its router): the waiting
   /// tasks are cancelled and never start their work, and finish before the job can. Adds in
-  /// flight are not waited for here: each holds the job until its task is tracked.
+  /// flight are not waited for here: each holds the job until its task is tracked. A group that
+  /// is stopping already (a task cancelled itself, see `Routing.cancel`) drops its waiting
+  /// tasks here too; a second stop finds none.
   mutating func stop() -> Launch {
-    guard phase == .waiting || phase == .running else { return launch() }
+    guard phase != .closed else { return launch() }
     phase = .stopping
     var result = dropPending()
     result.jobWaits = true

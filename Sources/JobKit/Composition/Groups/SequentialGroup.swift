@@ -43,6 +43,14 @@ import Foundation
 /// so they finish without running their work, and before the group finishes. The group then
 /// finishes once, cancelled (``ConcurrentOperation/error`` is `nil`).
 ///
+/// A step that cancels itself cancels the group (CompositeOperations' cascade): a task that
+/// finished with `isCancelled` `true` and no error, which the group did not cancel (its own
+/// `cancel()`, another thread, a nested group that ended cancelled), is handled as a `cancel()`
+/// of the group on the thread that finished it, so the later steps never run. The group's
+/// ``GroupJob/onCancelled`` handler is called once, right before a cancelled group finishes;
+/// ``JobController/run()`` throws `CancellationError`. ``GroupJob/propagatesTaskCancellation``
+/// turns this off.
+///
 /// ### Context
 /// Before starting a task, the group hands it ``GroupJob/context`` if it adopts ``ContextConsuming`` (as
 /// ``BlockTask`` does); a nested group adopts this group's context as its own, so the same
@@ -62,13 +70,13 @@ open class SequentialGroup: GroupJob, @unchecked Sendable {
   /// concurrent ``JobController/taskQueue`` the group owns (or on
   /// ``JobController/defaultTaskQueue``, if set).
   public init(_ tasks: [Operation] = []) {
-    super.init(sequential: true, tasks: tasks, taskQueue: nil)
+    super.init(sequential: true, tasks: tasks, taskQueue: nil, propagatesTaskCancellation: true)
   }
 
   /// Creates a group that will run `tasks` in order, then any tasks added later, on
   /// `taskQueue` (for example a serial queue, or one shared with other jobs).
   public init(_ tasks: [Operation] = [], taskQueue: OperationQueue) {
-    super.init(sequential: true, tasks: tasks, taskQueue: taskQueue)
+    super.init(sequential: true, tasks: tasks, taskQueue: taskQueue, propagatesTaskCancellation: true)
   }
 
   /// Creates a group that takes its tasks from `tasks` one at a time: the next only after the
@@ -86,7 +94,8 @@ open class SequentialGroup: GroupJob, @unchecked Sendable {
   public init<Tasks: Sequence>(taking tasks: sending Tasks, taskQueue: OperationQueue? = nil)
   where Tasks.Element: Operation {
     var iterator = tasks.makeIterator()
-    super.init(sequential: true, tasks: [], taskQueue: taskQueue, taking: { iterator.next() })
+    super.init(
+      sequential: true, tasks: [], taskQueue: taskQueue, taking: { iterator.next() }, propagatesTaskCancellation: true)
   }
 
   /// Whether the first failed task ends the group, which then finishes with that task's error.

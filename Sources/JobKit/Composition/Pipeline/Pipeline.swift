@@ -3,7 +3,8 @@ import Foundation
 /// A serial chain of asynchronous steps, each getting the previous step's result, with one error
 /// handler and one completion handler. See <doc:MigratingFromBlockSequence>.
 ///
-/// Build it with ``start(_:)`` and ``then(_:)->Pipeline<Next>``, set the error handler with ``onError(_:)``, and
+/// Build it with ``start(_:)`` and ``then(_:)->Pipeline<Next>``, set the error handler with ``onError(_:)``
+/// (and, if you need it, the cancellation handler with ``onCancelled(_:)``), and
 /// start it with ``finally(_:)`` (or await ``run()``):
 ///
 /// ```swift
@@ -33,9 +34,14 @@ import Foundation
 ///   `onError`, no `run()`, no job tracking it) is not silent: it goes to
 ///   ``JobKitDiagnostics/unhandledPipelineErrorHandler`` instead, which by default reports
 ///   `Pipeline named >> NAME << error: ERROR` as a misuse.
-/// - **Cancel**: `cancel()` came first. No later step runs and no handler is called; the
-///   pipeline finishes with `isCancelled` `true` and no error, and ``run()`` throws
-///   `CancellationError`.
+/// - **Cancel**: `cancel()` came first, or a step cancelled itself by throwing
+///   `CancellationError` while the pipeline was not cancelled (BlockSequence's cancellable
+///   sequence; the step's own `withUnsafeCurrentTask { $0?.cancel() }` followed by
+///   `try Task.checkCancellation()` does that). No later step runs, neither `finally`'s nor
+///   `onError`'s handler is called, the ``onCancelled(_:)`` handler is called once, and the
+///   pipeline finishes with `isCancelled` `true` and no error; ``run()`` throws
+///   `CancellationError`. A pipeline that is a step of a group is then a task that cancelled
+///   itself, so it cancels the group (see ``GroupJob/propagatesTaskCancellation``).
 ///
 /// A handler runs, by default, in the pipeline's Swift task right after the last step ended: on
 /// the step queue if you chose one, otherwise on a thread of Swift's global concurrent executor,
@@ -98,20 +104,20 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
   /// a third of that), so the runtime's exclusivity check is redundant.
   @exclusivity(unchecked) private var pipelineState: PipelineState<Output>
   /// Where the steps run, or `nil` for Swift's global concurrent executor.
-  private let stepExecutor: PipelineStepExecutor?
+  let stepExecutor: PipelineStepExecutor?
 
-  private init(
+  init(
     plan: PipelineState<Output>.Plan,
-    errorHandler: PipelineHandler<any Error>?,
+    handlers: PipelineHandlers,
     stepExecutor: PipelineStepExecutor?
   ) {
-    pipelineState = PipelineState(plan: plan, errorHandler: errorHandler)
+    pipelineState = PipelineState(plan: plan, errorHandler: handlers.error, cancelHandler: handlers.cancel)
     self.stepExecutor = stepExecutor
     super.init()
   }
 
   /// Runs `body` on the state under the pipeline's stripe lock. `body` must not call user code.
-  private func withState<Result>(_ body: (inout PipelineState<Output>) -> Result) -> Result {
+  func withState<Result>(_ body: (inout PipelineState<Output>) -> Result) -> Result {
     StripedLock.withLock(for: self) { body(&pipelineState) }
   }
 
@@ -120,7 +126,7 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
   /// Creates a pipeline whose first step is `body`. Its steps run on Swift's global concurrent
   /// executor. Nothing runs until the pipeline is started.
   public static func start(_ body: @escaping @Sendable () async throws -> Output) -> Pipeline<Output> {
-    Pipeline(plan: .steps(firstStep(body)), errorHandler: nil, stepExecutor: nil)
+    Pipeline(plan: .steps(firstStep(body)), handlers: PipelineHandlers(), stepExecutor: nil)
   }
 
   /// Creates a pipeline whose first step is `body`, and whose steps (this one and those added
@@ -132,7 +138,8 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
     on queue: DispatchQueue,
     _ body: @escaping @Sendable () async throws -> Output
   ) -> Pipeline<Output> {
-    Pipeline(plan: .steps(firstStep(body)), errorHandler: nil, stepExecutor: PipelineStepExecutor(queue: queue))
+    Pipeline(
+      plan: .steps(firstStep(body)), handlers: PipelineHandlers(), stepExecutor: PipelineStepExecutor(queue: queue))
   }
 
   private static func firstStep(
@@ -184,7 +191,7 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
     case .spent(let builderOutput):
       plan = .spent(builderOutput: builderOutput)
     }
-    let next = Pipeline<Next>(plan: plan, errorHandler: handOver.errorHandler, stepExecutor: stepExecutor)
+    let next = Pipeline<Next>(plan: plan, handlers: handOver.handlers, stepExecutor: stepExecutor)
     if let name {
       next.name = name
     }
@@ -215,7 +222,7 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
       return self
     }
     let error = PipelineState<Output>.errorHandlerAfterStart
-    return Pipeline(plan: .unusable(error), errorHandler: handler, stepExecutor: stepExecutor)
+    return Pipeline(plan: .unusable(error), handlers: PipelineHandlers(error: handler), stepExecutor: stepExecutor)
   }
 
   // MARK: - Starting
@@ -321,8 +328,8 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
 
   override func startCancelled() {
     let dropped = withState { $0.endBeforeStart() }
+    PipelineHandler.call(dropped.cancelHandler, with: ()) { self.operationDone() }
     _ = dropped  // released after the lock: the steps and handlers are the user's closures
-    operationDone()
   }
 
   /// Runs the steps in the pipeline's Swift task, then the handler the outcome calls for, then
@@ -334,14 +341,18 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
     } catch {
       outcome = .failure(error)
     }
+    if case .failure(let error) = outcome, error is CancellationError, !isCancelRecorded {
+      // A step cancelled itself: the pipeline is cancelled, as by `cancel()`.
+      cancel()
+    }
     // Read after the steps ended: a cancel() recorded before then counts, even one whose
     // delivery to `operationCancelled()` still waits for `operationStart()` to return.
     let cancelled = isCancelRecorded
     let (end, dropped) = withState { $0.stepsEnded(outcome, cancelled: cancelled) }
     _ = dropped  // released after the lock: the handler the outcome does not call
     switch end {
-    case .cancelled:
-      operationDone()
+    case .cancelled(let handler):
+      PipelineHandler.call(handler, with: ()) { self.operationDone() }
     case .succeeded(let result, let handler):
       PipelineHandler.call(handler, with: result) { self.operationDone() }
     case .failed(let error, let handler):

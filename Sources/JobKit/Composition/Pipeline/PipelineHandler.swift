@@ -31,3 +31,10 @@ struct PipelineHandler<Value: Sendable>: Sendable {
     }
   }
 }
+
+/// The handlers a pipeline hands on to the pipeline `then` returns: `onError`'s and
+/// `onCancelled`'s (`finally`'s is set only when the pipeline is started).
+struct PipelineHandlers: Sendable {
+  var error: PipelineHandler<any Error>?
+  var cancel: PipelineHandler<Void>?
+}

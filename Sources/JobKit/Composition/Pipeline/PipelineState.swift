@@ -47,6 +47,8 @@ struct PipelineState<Output: Sendable> {
   var phase: Phase
   var errorHandler: PipelineHandler<any Error>?
   var finallyHandler: PipelineHandler<Output>?
+  /// `onCancelled`'s handler: called once if the pipeline ends cancelled.
+  var cancelHandler: PipelineHandler<Void>?
   /// `run()` or `runAndWait()` was called: a failure will be thrown to its caller, so it is
   /// handled (see `Pipeline.reportUnhandledFailure`).
   var outcomeAwaited = false
@@ -58,29 +60,33 @@ struct PipelineState<Output: Sendable> {
     var plan: Plan?
     var finallyHandler: PipelineHandler<Output>?
     var errorHandler: PipelineHandler<any Error>?
+    var cancelHandler: PipelineHandler<Void>?
   }
 
-  init(plan: Plan, errorHandler: PipelineHandler<any Error>?) {
+  init(plan: Plan, errorHandler: PipelineHandler<any Error>?, cancelHandler: PipelineHandler<Void>? = nil) {
     phase = .notStarted(plan, submitted: false)
     self.errorHandler = errorHandler
+    self.cancelHandler = cancelHandler
   }
+
+  private var handlers: PipelineHandlers { PipelineHandlers(error: errorHandler, cancel: cancelHandler) }
 
   // MARK: Building
 
   /// `then` was called: hands the plan and the error handler to the new pipeline. A buildable
   /// pipeline becomes a spent builder (it keeps its error handler); a spent builder or a pipeline
   /// born from misuse hands on its error; a started pipeline hands on `modifiedAfterStart`.
-  mutating func handOver() -> (plan: Plan, errorHandler: PipelineHandler<any Error>?) {
+  mutating func handOver() -> (plan: Plan, handlers: PipelineHandlers) {
     switch phase {
     case .notStarted(.steps(let steps), submitted: false):
       phase = .notStarted(.spent(builderOutput: Output.self), submitted: false)
-      return (.steps(steps), errorHandler)
+      return (.steps(steps), handlers)
     case .notStarted(.unusable(let error), submitted: false):
-      return (.unusable(error), errorHandler)
+      return (.unusable(error), handlers)
     case .notStarted(.spent(let builderOutput), submitted: false):
-      return (.spent(builderOutput: builderOutput), errorHandler)
+      return (.spent(builderOutput: builderOutput), handlers)
     case .notStarted(_, submitted: true), .running, .ended:
-      return (.unusable(Self.modifiedAfterStart("then")), errorHandler)
+      return (.unusable(Self.modifiedAfterStart("then")), handlers)
     }
   }
 
@@ -107,6 +113,16 @@ struct PipelineState<Output: Sendable> {
     guard case .notStarted(_, submitted: false) = phase else { return (false, nil) }
     let replaced = errorHandler
     errorHandler = handler
+    return (true, replaced)
+  }
+
+  /// `onCancelled` was called: as `setErrorHandler(_:)`, for the cancellation handler.
+  mutating func setCancelHandler(
+    _ handler: PipelineHandler<Void>
+  ) -> (isSet: Bool, replaced: PipelineHandler<Void>?) {
+    guard case .notStarted(_, submitted: false) = phase else { return (false, nil) }
+    let replaced = cancelHandler
+    cancelHandler = handler
     return (true, replaced)
   }
 
@@ -165,8 +181,8 @@ struct PipelineState<Output: Sendable> {
   }
 
   enum EndAction {
-    /// Cancelled: call no handler, finish without an error.
-    case cancelled
+    /// Cancelled: call the cancellation handler (if any), finish without an error.
+    case cancelled(PipelineHandler<Void>?)
     /// Call `finally`'s handler (if any) with the result, then finish.
     case succeeded(Output, PipelineHandler<Output>?)
     /// Call the error handler (if any) with the error, then finish with it.
@@ -178,9 +194,7 @@ struct PipelineState<Output: Sendable> {
   /// this) wins, and a later cancel changes nothing. Takes both handlers out: the action carries
   /// the one to call, and both are returned as dropped, to release after the lock.
   mutating func stepsEnded(_ outcome: Result<Output, any Error>, cancelled: Bool) -> (EndAction, Dropped) {
-    let dropped = Dropped(finallyHandler: finallyHandler, errorHandler: errorHandler)
-    finallyHandler = nil
-    errorHandler = nil
+    let dropped = takePipelineHandlers()
     var wasCancelled = cancelled
     if case .running(_, cancelled: true) = phase {
       wasCancelled = true
@@ -188,7 +202,7 @@ struct PipelineState<Output: Sendable> {
     switch (wasCancelled, outcome) {
     case (true, _):
       phase = .ended(result: nil)
-      return (.cancelled, dropped)
+      return (.cancelled(dropped.cancelHandler), dropped)
     case (false, .success(let result)):
       phase = .ended(result: result)
       return (.succeeded(result, dropped.finallyHandler), dropped)
@@ -201,13 +215,20 @@ struct PipelineState<Output: Sendable> {
   /// The pipeline was cancelled before its queue started it: it ends without running anything.
   /// Returns its steps and handlers, to release after the lock.
   mutating func endBeforeStart() -> Dropped {
-    var dropped = Dropped(finallyHandler: finallyHandler, errorHandler: errorHandler)
+    var dropped = takePipelineHandlers()
     if case .notStarted(let plan, _) = phase {
       dropped.plan = plan
     }
     phase = .ended(result: nil)
+    return dropped
+  }
+
+  /// Takes every handler out, to release after the lock (and call the one the end calls for).
+  private mutating func takePipelineHandlers() -> Dropped {
+    let dropped = Dropped(finallyHandler: finallyHandler, errorHandler: errorHandler, cancelHandler: cancelHandler)
     finallyHandler = nil
     errorHandler = nil
+    cancelHandler = nil
     return dropped
   }
 
@@ -237,4 +258,7 @@ struct PipelineState<Output: Sendable> {
 
   /// The error of the pipeline `onError` returns when called on a started pipeline.
   static var errorHandlerAfterStart: JobKitError { modifiedAfterStart("onError") }
+
+  /// The error of the pipeline `onCancelled` returns when called on a started pipeline.
+  static var cancelHandlerAfterStart: JobKitError { modifiedAfterStart("onCancelled") }
 }

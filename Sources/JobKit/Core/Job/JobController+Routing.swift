@@ -89,6 +89,7 @@ extension JobController {
     if let progress = finish.publish {
       publishProgress(to: progress)
     }
+    jobWillFinish(cancelled: finish.cancelled)
     operationDone(error: finish.error)
   }
 

@@ -30,7 +30,9 @@ import Foundation
 ///   only then is `isFinished` `true`, so `completionBlock`, dependents and ``run()`` see every
 ///   task and callback done.
 /// - **Stop.** `cancel()` and ``fail(_:)`` cancel the unfinished tasks, skip every later callback
-///   and still wait for the tasks to finish.
+///   and still wait for the tasks to finish. A task that finished cancelled without the job
+///   stopping (it cancelled itself) is routed like any other: the callbacks decide (see
+///   <doc:RoutingAndThreads>, "A task that cancels itself").
 /// - **Misuse** (tracking twice, after the finish, starting twice) has one documented outcome
 ///   each (``JobKitError/Code``), recorded in ``ConcurrentOperation/misuses``; it never crashes.
 ///
@@ -255,4 +257,9 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// lock held. Lets a subclass finish work that `main()` would have started. Does nothing by
   /// default.
   func stoppedBeforeMain() {}
+
+  /// Called once, right before the job finishes (before `isFinished`), on the thread finishing
+  /// it, with no lock held; `cancelled` if a cancel stopped the job. A hook for the floors above
+  /// (a group's cancellation handler); does nothing by default.
+  func jobWillFinish(cancelled: Bool) {}
 }

@@ -6,6 +6,8 @@ import Foundation
 /// under the lock.
 struct JobFinish {
   let error: (any Error)?
+  /// A cancel stopped the job (it finishes without an error and `isCancelled`).
+  var cancelled = false
   var publish: Progress?
   var graceTimer: (any JobTimer)? = nil
   var droppedGroups: [TaskGroupEntry] = []

@@ -307,13 +307,16 @@ struct JobState {
   /// does not keep it alive. If another thread is publishing progress, it finishes the job once
   /// it wrote the final counts (``ProgressState/finish(_:)``); the router then just stops.
   private mutating func finish(_ error: (any Error)?) -> Step {
+    var cancelled = false
+    if case .cancelled? = phase.stop { cancelled = true }
     phase.finish()
     let droppedGroups = registry.dropGroups()
     listeners.yield(.finished(error: error))
     listeners.close()
     let graceTimer = graceTimer
     self.graceTimer = nil
-    let finish = JobFinish(error: error, publish: nil, graceTimer: graceTimer, droppedGroups: droppedGroups)
+    var finish = JobFinish(error: error, publish: nil, graceTimer: graceTimer, droppedGroups: droppedGroups)
+    finish.cancelled = cancelled
     guard let now = progress.finish(finish) else {
       return .release
     }

@@ -76,6 +76,19 @@ struct CompositionModel {
       case .pause: break
       }
     }
+    // A node that ends cancelled, not by its parent, cancels a parent group (issue 20: a task
+    // that cancels itself cancels its group), and so on up: a cancel storm may stop every group
+    // above its target up to the first container that is not a group (a job, a queue, a
+    // dispatch), which keeps routing.
+    let parents = plan.parents
+    let nodes = plan.nodes
+    for index in struck {
+      guard case .cancel(var id) = plan.storms[index].action else { continue }
+      while let parent = parents[id], let kind = nodes[parent]?.kind, kind.propagatesCancellation {
+        stopped.insert(parent)
+        id = parent
+      }
+    }
     self.stopped = stopped
     self.failed = failed
     _ = expect(plan.root, disturbedAbove: false, skipped: false, reached: true)

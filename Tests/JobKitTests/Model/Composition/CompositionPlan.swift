@@ -73,6 +73,14 @@ enum NodeKind: Sendable {
     return true
   }
 
+  /// Groups, which a child that ended cancelled (not by them) cancels (issue 20).
+  var propagatesCancellation: Bool {
+    switch self {
+    case .sequential, .concurrent: return true
+    default: return false
+    }
+  }
+
   /// Containers whose children (commands, steps) must run one at a time.
   var isSequential: Bool {
     switch self {

@@ -21,7 +21,9 @@ struct ModelBasedCompositionTests {
   /// `maxRunning` hold; a job's completions and `allTasksFinished` run once; `onDrained` reports
   /// each failed command once and `drained()` returns only after the commands added before it
   /// (their `add` returned) finished and `onDrained` reported their failures;
-  /// containers finish after everything below them; no misuse is reported; no hang, no leak.
+  /// containers finish after everything below them; no misuse is reported; no hang, no leak. A
+  /// cancel storm may also cancel the groups above its target, up to the first container that
+  /// is not a group (issue 20: a task that cancels itself cancels its group).
   @Test("Random composition trees follow the model")
   func randomCompositionsFollowTheModel() async throws {
     var config = ModelBasedConfig.fromEnvironment()
