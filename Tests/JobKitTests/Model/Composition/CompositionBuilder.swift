@@ -120,7 +120,16 @@ struct CompositionBuilder: Sendable {
 
   private func registered<T: Operation>(_ operation: T, _ node: NodePlan, attempt: Int = 1) -> T {
     QuietMisuse.silence(operation)
-    if let job = operation as? JobController { log.watch(job.taskQueue, "taskQueue of n\(node.id)") }
+    if let job = operation as? JobController {
+      log.watch(job.taskQueue, "taskQueue of n\(node.id)")
+      // A cancelled task slower than the grace period is reported as a misuse (a violation). As
+      // long as the hang limit, as in the core's model: on a saturated pool a leaf that honours
+      // its cancel can take more than the default 10 s to be scheduled (seed 1 of a full
+      // parallel `swift test`: slow, not stuck). `CompositionJob` nodes set their own.
+      if job.cancellationGracePeriod != nil {
+        job.cancellationGracePeriod = .seconds(ModelBasedConfig.defaultHangSeconds)
+      }
+    }
     return log.made(operation, node: node.id, attempt: attempt)
   }
 }
