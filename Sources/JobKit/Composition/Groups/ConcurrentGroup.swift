@@ -36,8 +36,9 @@ import Foundation
 /// never made. The group then finishes once, cancelled (``ConcurrentOperation/error`` is `nil`).
 ///
 /// A task that cancels itself cancels the group (CompositeOperations' transaction): a task that
-/// finished with `isCancelled` `true` and no error, which the group did not cancel, is handled
-/// as a `cancel()` of the group on the thread that finished it, so every other task is
+/// finished with `isCancelled` `true` and no error, which the group did not cancel (a
+/// ``BlockTask`` or ``Work`` whose body threw `CancellationError` is one), is handled as a
+/// `cancel()` of the group on the thread that finished it, so every other task is
 /// cancelled, even one that would run until cancelled. The group's ``GroupJob/onCancelled``
 /// handler is called once, right before a cancelled group finishes; ``JobController/run()``
 /// throws `CancellationError`. ``GroupJob/propagatesTaskCancellation`` turns this off.

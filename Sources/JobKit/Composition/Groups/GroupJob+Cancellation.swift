@@ -38,7 +38,9 @@ extension GroupJob {
   /// ``ConcurrentOperation/error`` while the group ran: whoever called its `cancel()` (the task
   /// itself, a test, another part of the program), it was not the group, since the group
   /// cancels its tasks only when it is cancelled or stops on failure itself. A nested group that
-  /// ended cancelled is such a task for its parent. Then, as if `cancel()` had been called on the
+  /// ended cancelled is such a task for its parent, and so is a ``BlockTask`` or ``Work`` whose
+  /// body threw `CancellationError` (it cancels itself, then finishes with no error) or a
+  /// ``Pipeline`` a step of which did. Then, as if `cancel()` had been called on the
   /// group on the thread that finished the task: every other running task is cancelled, the
   /// tasks not started yet (later steps of a ``SequentialGroup``, or tasks a sequence has not
   /// made yet) never run, ``onCancelled`` is called, and the group finishes cancelled. A task

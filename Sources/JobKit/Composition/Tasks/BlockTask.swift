@@ -17,9 +17,21 @@ import Foundation
 ///   finishes when it returns. `cancel()` cancels that Swift task, so `Task.isCancelled`,
 ///   `Task.checkCancellation()` and cancellable awaits see it.
 /// - A body that throws finishes the task with that ``ConcurrentOperation/error``, except that a
-///   `CancellationError` thrown after the task was cancelled means "cancelled": the task then
-///   finishes with no error and `isCancelled` `true`.
+///   `CancellationError` means "cancelled", whether or not `cancel()` came first: the task then
+///   finishes cancelled (see below).
 /// - A task cancelled before it started never runs its body.
+///
+/// ### A body that throws `CancellationError`
+/// Swift code says "cancelled" by throwing `CancellationError` (`try Task.checkCancellation()`,
+/// a cancellable await). A body that throws it, after a `cancel()` or on its own, ends the task
+/// as a `cancel()` would have: if the task was not cancelled yet, it is cancelled now (on the
+/// thread the body threw on, with no JobKit lock held), then it finishes with `isCancelled`
+/// `true` and no ``ConcurrentOperation/error``; ``run()`` throws `CancellationError`. It is not
+/// a failure: a job's ``JobController/failures``, its ``FailurePolicy`` and its retries do not
+/// see it, and a job routes it as a cancelled task. A ``SequentialGroup`` or
+/// ``ConcurrentGroup`` running it is cancelled, exactly as if the task had called `cancel()` on
+/// itself (see ``GroupJob/propagatesTaskCancellation``), as is a ``Pipeline`` whose step throws
+/// `CancellationError`. To fail with it instead, wrap it in an error of your own.
 ///
 /// The body can reach the task's ``context`` as its argument, or as ``JobContext/current`` from
 /// any code it calls, for its whole run. The group running the task sets ``context`` before
@@ -129,11 +141,16 @@ public final class BlockTask: ConcurrentOperation, ContextConsuming, @unchecked 
     withState { $0.runner }?.cancel()
   }
 
+  /// Finishes with the body's `error`; a `CancellationError` cancels the task first if nothing
+  /// did (see the type's documentation). No lock is held here.
   private func finish(throwing error: any Error) {
-    if error is CancellationError, isCancelled {
-      operationDone()
-    } else {
+    guard error is CancellationError else {
       operationDone(error: error)
+      return
     }
+    if !isCancelRecorded {
+      cancel()
+    }
+    operationDone()
   }
 }

@@ -21,10 +21,21 @@ import Foundation
 /// ``result`` is set before the task finishes (before `isFinished`, dependents and the tracking
 /// job's callbacks see it) and never changes afterwards:
 /// - the body returned: `.success(value)`;
-/// - the body threw: `.failure(error)`, and the task finishes with that
-///   ``ConcurrentOperation/error``, so failure policies, retries and ``JobController/failures``
-///   see it; except that a `CancellationError` after a `cancel()` means "cancelled": the task
-///   finishes with no error and `isCancelled` `true`, as any cancelled task;
+/// - the body threw (or a callback body completed with `.failure`): `.failure(error)`, and the
+///   task finishes with that ``ConcurrentOperation/error``, so failure policies, retries and
+///   ``JobController/failures`` see it;
+/// - the body threw `CancellationError` (after a `cancel()` or on its own, e.g.
+///   `try Task.checkCancellation()`), or a callback body completed with
+///   `.failure(CancellationError())`: "cancelled", not failed. `result` is
+///   `.failure(CancellationError())` (the error the body threw); if the task was not cancelled
+///   yet, it is cancelled now, as by `cancel()` (on the thread that ended the body, with no
+///   JobKit lock held); then it finishes with `isCancelled` `true` and no
+///   ``ConcurrentOperation/error``, like any cancelled task. ``run()`` throws
+///   `CancellationError`; ``JobController/failures``, a ``FailurePolicy`` and retries do not see
+///   it; a ``SequentialGroup`` or ``ConcurrentGroup`` running it is cancelled, as if the task had
+///   called `cancel()` on itself (see ``GroupJob/propagatesTaskCancellation``), just as a
+///   ``Pipeline`` step that throws `CancellationError` cancels its pipeline. To fail with it
+///   instead, wrap it in an error of your own;
 /// - cancelled before it started: the body never runs, and `result` is
 ///   `.failure(CancellationError())`.
 ///
@@ -160,8 +171,14 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
     switch outcome {
     case .success:
       operationDone()
+    case .failure(let error) where error is CancellationError:
+      // The body said "cancelled": the task is cancelled, as by `cancel()` (no lock is held here).
+      if !isCancelRecorded {
+        cancel()
+      }
+      operationDone()
     case .failure(let error):
-      operationDone(error: error is CancellationError && isCancelled ? nil : error)
+      operationDone(error: error)
     }
   }
 }
