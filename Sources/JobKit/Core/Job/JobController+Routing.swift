@@ -6,11 +6,11 @@ extension JobController {
   /// A tracked task finished: retry it if its policy says so, else queue it for routing (and
   /// route now if no other thread is routing), and start the next task waiting for its slot.
   func taskDidFinish(_ node: TrackedTask) {
-    if let retry = node.extras?.retry, scheduleRetry(of: node, retry) {
+    if let retry = node.retry, scheduleRetry(of: node, retry) {
       return
     }
-    // `observesEvents` never changes once the node is published: read it without the lock.
-    let now = node.extras?.observesEvents == true ? ContinuousClock.now : nil
+    // `timing` never changes once the node is published: read it without the lock.
+    let now = node.timing != nil ? ContinuousClock.now : nil
     let actions = jobState.withLock { $0.taskFinished(node, at: now) }
     if let timeout = actions.timeout {
       timeout.cancel()
@@ -106,7 +106,7 @@ extension JobController {
     let failure = failure(of: task, node: node)
     // Only a failure asks whether the task was cancelled (corelibs' `isCancelled` takes a lock).
     let isCancelled = failure != nil && task.isCancelled
-    let name = node.extras?.observesEvents == true ? task.name : nil
+    let name = node.timing != nil ? task.name : nil
     switch withJobState({ $0.beginRouting(node, failure: failure, isCancelled: isCancelled, name: name) }) {
     case .deliver:
       if !node.deliverCompletion(task) {
@@ -126,7 +126,8 @@ extension JobController {
 
   /// The failure a finished task stands for, if any: a timeout, or a `ConcurrentOperation` error.
   private func failure(of task: Operation, node: TrackedTask) -> TaskFailure? {
-    if node.extras != nil, jobState.withLock({ $0.timedOut(node) }) {
+    // The task finished: only this router changes its state now, so it is read without the lock.
+    if node.state.timedOut {
       return TaskFailure(task: task, error: JobKitError.timedOut(task))
     }
     guard let operation = task as? ConcurrentOperation, let error = operation.error else { return nil }

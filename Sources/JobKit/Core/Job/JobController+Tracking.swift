@@ -62,7 +62,7 @@ extension JobController {
           // Not queued here: the task may have finished while its block was being wrapped.
           CompletionBlockHook.signalIfFinishedWhileWrapping(task, installedHook)
         }
-        if waitsForSlot, mayQueue, let queue, jobState.withLock({ $0.admitOrWait(node) }) {
+        if waitsForSlot, mayQueue, let queue, jobState.withLock({ $0.admitOrWait(node, queue: queue) }) {
           enqueue(task, on: queue)
         }
         tracked = node
@@ -188,7 +188,7 @@ extension JobController {
       tasks.reserveCapacity(state.registry.count)
       for node in state.registry.nodes {
         if let task = node.task {
-          tasks.append((task, node.isSignalled))
+          tasks.append((task, node.state.isFinished))
         }
       }
       return tasks
@@ -258,7 +258,7 @@ extension JobController {
       } else {
         node = TrackedTask(job: self, task: task, group: group)
       }
-      node.extras = TaskExtras(retry: attempt)
+      node.retry = attempt
       return node
     }
     if let node, let timeout = options.timeout {

@@ -79,20 +79,18 @@ struct JobState {
     var publish = progress.tracked(task)
     let observesEvents = !listeners.isEmpty
     if observesEvents {
-      node.extrasForUpdate().observesEvents = true
+      let timing = TaskTiming()
+      timing.trackedAt = previous?.timing?.trackedAt
+      node.timing = timing
     }
     var replaced: Operation?
     if let previous {
-      if observesEvents, let trackedAt = previous.extras?.trackedAt {
-        node.extrasForUpdate().trackedAt = trackedAt
-      }
       replaced = previous.task
       publish = forget(previous) ?? publish
     }
     var queueNow = queue != nil
     var waitsForSlot = false
-    if let queue, node.group.limit != nil {
-      node.extrasForUpdate().pendingQueue = queue
+    if queue != nil, node.group.limit != nil {
       queueNow = false
       waitsForSlot = true
     }
@@ -109,8 +107,8 @@ struct JobState {
   mutating func confirmTracked(_ node: TrackedTask, name: String?, at now: ContinuousClock.Instant)
     -> [any NestedJobFollower]
   {
-    guard node.isRegistered, let extras = node.extras, extras.trackedAt == nil else { return [] }
-    extras.trackedAt = now
+    guard node.state.isRegistered, let timing = node.timing, timing.trackedAt == nil else { return [] }
+    timing.trackedAt = now
     listeners.yield(.taskTracked(task: name ?? node.group.name, group: node.group.name))
     return listeners.nestedJobFollowers
   }
@@ -124,7 +122,7 @@ struct JobState {
   /// Drops `node` without routing it (a duplicate, or a retried attempt replaced by the next
   /// one). Returns the progress to publish to, if any.
   private mutating func forget(_ node: TrackedTask) -> Progress? {
-    guard node.isRegistered else { return nil }
+    guard node.state.isRegistered else { return nil }
     registry.remove(node)
     let publish = node.task.flatMap { progress.forgot($0) }
     node.task = nil
@@ -134,8 +132,8 @@ struct JobState {
   /// A tracked `ConcurrentOperation` started (only observed while events are listened to);
   /// `name` and `now` were read by the caller with no lock held.
   mutating func taskStarted(_ node: TrackedTask, name: String?, at now: ContinuousClock.Instant) {
-    guard let extras = node.extras, node.task != nil, !extras.finishReported else { return }
-    extras.startedAt = now
+    guard let timing = node.timing, node.task != nil, !timing.finishReported else { return }
+    timing.startedAt = now
     listeners.yield(.taskStarted(task: name ?? node.group.name, group: node.group.name))
   }
 
@@ -153,16 +151,13 @@ struct JobState {
   /// A tracked task finished (or, for a retried task, finished its last attempt). `now` is set
   /// when the task's events are observed.
   mutating func taskFinished(_ node: TrackedTask, at now: ContinuousClock.Instant? = nil) -> FinishActions {
-    guard !node.isSignalled else { return FinishActions() }
-    node.isSignalled = true
+    guard let release = node.state.finish() else { return FinishActions() }
     var actions = FinishActions()
-    if let extras = node.extras {
-      actions.admitted = releaseSlot(of: node)
-      extras.timeoutArmed = false
-      actions.timeout = extras.timeout
-      extras.timeout = nil
-      extras.finishedAt = now
+    if release.slot {
+      actions.admitted = releaseSlot(in: node.group)
     }
+    actions.timeout = release.timer
+    node.timing?.finishedAt = now
     registry.appendFinished(node)
     actions.route = phase.takeRouterIfFree()
     return actions
@@ -202,8 +197,8 @@ struct JobState {
   mutating func beginRouting(_ node: TrackedTask, failure: TaskFailure?, isCancelled: Bool, name: String?)
     -> RoutingDecision
   {
-    if let extras = node.extras, extras.observesEvents {
-      reportFinish(of: node, extras, name: name, error: failure?.error)
+    if let timing = node.timing {
+      reportFinish(of: node, timing, name: name, error: failure?.error)
     }
     if let failure, !(phase.isStopping && isCancelled) {
       failures.append(failure)
@@ -218,17 +213,17 @@ struct JobState {
   /// observed gets exactly one, whatever ended it (a retried task's attempts are one task: the
   /// routed attempt reports). If its `taskTracked` was not emitted yet (it finished before the
   /// tracking thread confirmed it), that goes first. The duration runs from its observed start,
-  /// or its tracking, to `extras.finishedAt`.
-  mutating func reportFinish(of node: TrackedTask, _ extras: TaskExtras, name: String?, error: (any Error)?) {
-    guard !extras.finishReported else { return }
-    extras.finishReported = true
+  /// or its tracking, to `timing.finishedAt`.
+  mutating func reportFinish(of node: TrackedTask, _ timing: TaskTiming, name: String?, error: (any Error)?) {
+    guard !timing.finishReported else { return }
+    timing.finishReported = true
     let task = name ?? node.group.name
-    if extras.trackedAt == nil {
-      extras.trackedAt = extras.finishedAt
+    if timing.trackedAt == nil {
+      timing.trackedAt = timing.finishedAt
       listeners.yield(.taskTracked(task: task, group: node.group.name))
     }
-    let begin = extras.startedAt ?? extras.trackedAt
-    let duration = extras.finishedAt.flatMap { end in begin.map { end - $0 } } ?? .zero
+    let begin = timing.startedAt ?? timing.trackedAt
+    let duration = timing.finishedAt.flatMap { end in begin.map { end - $0 } } ?? .zero
     listeners.yield(.taskFinished(task: task, group: node.group.name, duration: duration, error: error))
   }
 
@@ -360,22 +355,18 @@ struct JobState {
     var actions = StopActions()
     guard phase.recordStop(reason) else { return actions }
     actions.armsGrace = cancellationGracePeriod != nil && !registry.isEmpty
-    var retriesEnded: [TrackedTask] = []
-    for node in registry.nodes where !node.isSignalled {
-      if let extras = node.extras {
-        actions.timers += extras.disarmTimeout()
-        if let retryTimer = extras.endPendingRetry() {
-          // The failed attempt is the task's last one: route it now (silently).
-          actions.timers += retryTimer
-          retriesEnded.append(node)
-          continue
-        }
+    for node in registry.nodes {
+      switch node.state.stop() {
+      case .cancel(let timer):
+        if let timer { actions.timers.append(timer) }
+        if let task = node.task { actions.cancel.append(task) }
+      case .finishedRetry(let timer):
+        // The failed attempt is the task's last one: route it now (silently).
+        if let timer { actions.timers.append(timer) }
+        registry.appendFinished(node)
+      case .none:
+        break
       }
-      if let task = node.task { actions.cancel.append(task) }
-    }
-    for node in retriesEnded {
-      node.isSignalled = true
-      registry.appendFinished(node)
     }
     if !registry.finished.isEmpty {
       actions.route = phase.takeRouterIfFree()

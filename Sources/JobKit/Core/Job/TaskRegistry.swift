@@ -42,7 +42,6 @@ struct TaskRegistry {
     node.next = head
     head?.previous = node
     head = node
-    node.isRegistered = true
     count += 1
     node.group.unfinished += 1
   }
@@ -51,8 +50,8 @@ struct TaskRegistry {
   /// group's last unfinished task.
   @discardableResult
   mutating func remove(_ node: TrackedTask) -> Bool {
-    guard node.isRegistered else { return false }
-    node.isRegistered = false
+    guard node.state.isRegistered else { return false }
+    node.state.remove()
     if let previous = node.previous {
       previous.next = node.next
     } else {

@@ -54,10 +54,10 @@ struct JobStateLimitsAndEventsTests {
     _ = state.setLimit(1, for: Alpha.self)
     let queue = OperationQueue()
     let holder = track(Alpha(), in: &state, queue: queue)
-    let holderAdmitted = state.admitOrWait(holder.node)
+    let holderAdmitted = state.admitOrWait(holder.node, queue: queue)
     #expect(holder.waitsForSlot && !holder.queueNow && holderAdmitted)
     let waiting = track(Alpha(), in: &state, queue: queue)
-    let waitingAdmitted = state.admitOrWait(waiting.node)
+    let waitingAdmitted = state.admitOrWait(waiting.node, queue: queue)
     #expect(!waitingAdmitted)
     let racing = track(Alpha(), in: &state, queue: queue)  // its finish is not observed yet
 
@@ -67,12 +67,12 @@ struct JobStateLimitsAndEventsTests {
     let group = state.registry.group(for: Alpha.self)
     #expect(group.running == 1 && group.waitingCount == 1)
 
-    let racingAdmitted = state.admitOrWait(racing.node)
+    let racingAdmitted = state.admitOrWait(racing.node, queue: queue)
     #expect(!racingAdmitted)  // before the fix: admitted without a slot
     // Tracked after the stop: cancelled at once, and it too waits for a slot.
     let late = track(Alpha(), in: &state, queue: queue)
     #expect(late.cancel && late.waitsForSlot && !late.queueNow)
-    let lateAdmitted = state.admitOrWait(late.node)
+    let lateAdmitted = state.admitOrWait(late.node, queue: queue)
     #expect(!lateAdmitted)
     #expect(group.running == 1 && group.waitingCount == 3)
 
@@ -90,7 +90,7 @@ struct JobStateLimitsAndEventsTests {
     _ = state.setLimit(1, for: Alpha.self)
     let queue = OperationQueue()
     let nodes = (0..<4).map { _ in track(Alpha(), in: &state, queue: queue) }
-    let admitted = nodes.map { state.admitOrWait($0.node) }
+    let admitted = nodes.map { state.admitOrWait($0.node, queue: queue) }
     #expect(admitted == [true, false, false, false])
     _ = state.stop(.failed(TestError()))
     #expect(ids(state.setLimit(2, for: Alpha.self)) == [id(nodes[1])])
@@ -152,7 +152,7 @@ struct JobStateLimitsAndEventsTests {
     let first = track(Alpha(), in: &state).node
     _ = state.confirmTracked(first, name: "a", at: .now)
     _ = state.beginRetry(of: first, at: .now)
-    let claimed = state.claimRetry(of: first)
+    let claimed = state.claimRetry(of: first) != nil
     #expect(claimed)
     let next = Alpha()
     let outcome = state.track(next, queue: nil, replacing: first) { TrackedTask(job: job, task: next, group: $0) }

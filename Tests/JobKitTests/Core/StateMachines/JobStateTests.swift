@@ -107,7 +107,6 @@ struct JobStateTests {
     var state = started()
     let running = track(Alpha(), in: &state)
     let retrying = track(Beta(), in: &state)
-    retrying.extras = TaskExtras()
     let check6 = state.beginRetry(of: retrying)?.admitted.isEmpty == true
     #expect(check6)
     let actions = state.stop(.cancelled)
@@ -125,12 +124,11 @@ struct JobStateTests {
     _ = state.setLimit(1, for: Alpha.self)
     let queue = OperationQueue()
     let nodes = (0..<3).map { _ in track(Alpha(), in: &state, queue: queue) }
-    #expect(nodes.allSatisfy { $0.extras?.pendingQueue === queue })
-    let check8 = state.admitOrWait(nodes[0])
+    let check8 = state.admitOrWait(nodes[0], queue: queue)
     #expect(check8)
-    let check102 = !state.admitOrWait(nodes[1])
+    let check102 = !state.admitOrWait(nodes[1], queue: queue)
     #expect(check102)
-    let check103 = !state.admitOrWait(nodes[2])
+    let check103 = !state.admitOrWait(nodes[2], queue: queue)
     #expect(check103)
     // nodes[0]'s attempt fails and waits for a retry: its slot goes to nodes[1].
     let check9 =
@@ -149,7 +147,6 @@ struct JobStateTests {
     struct NoTimer: JobTimer { func cancel() {} }
     var state = started()
     let node = track(Alpha(), in: &state)
-    node.extras = TaskExtras()
     let check12 = state.armTimeout(for: node)
     #expect(check12)
     let check13 = state.timeoutScheduled(NoTimer(), for: node)
@@ -171,7 +168,6 @@ struct JobStateTests {
   @Test func anAttemptThatFailedBeforeItsTimeoutWasArmedGetsNone() {
     var state = started()
     let node = track(Alpha(), in: &state)
-    node.extras = TaskExtras()
     let retrying = state.beginRetry(of: node) != nil
     #expect(retrying)
     let armed = state.armTimeout(for: node)
@@ -181,10 +177,9 @@ struct JobStateTests {
   @Test func anExpiredTimeoutMarksTheTaskTimedOutOnce() {
     var state = started()
     let node = track(Alpha(), in: &state)
-    node.extras = TaskExtras()
     let check18 = state.armTimeout(for: node)
     #expect(check18)
-    let check19 = state.timeoutExpired(for: node) === node.operation
+    let check19 = state.timeoutExpired(for: node)?.task === node.operation
     #expect(check19)
     let check20 = state.timeoutExpired(for: node) == nil
     #expect(check20)
@@ -200,7 +195,7 @@ struct JobStateTests {
     let check22 = state.registry.count == 2
     #expect(check22)
     _ = state.untrackDuplicate(second)
-    let check23 = state.registry.count == 1 && first.isRegistered && !second.isRegistered
+    let check23 = state.registry.count == 1 && first.state.isRegistered && !second.state.isRegistered
     #expect(check23)
     let check24 = state.registry.group(for: Alpha.self).unfinished == 1
     #expect(check24)
