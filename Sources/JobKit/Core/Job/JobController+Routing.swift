@@ -1,30 +1,117 @@
 import Foundation
 
-/// Routing: a finished task's callbacks, then its group's, then `allTasksFinished()`, serially,
-/// by whichever thread holds the router (see the type's documentation).
+/// Routing and draining: what transitions leave in the job's ``Outbox`` (finished tasks to
+/// route, events, progress) is performed after the lock by one thread at a time, the drainer:
+/// a finished task's callbacks, then its group's, then `allTasksFinished()`, serially (see the
+/// type's documentation).
 extension JobController {
+  /// Applies `transition` under the job's lock, then drains the outbox if this thread must.
+  @inline(__always)
+  func withJobState<Result>(_ transition: (inout JobState) -> Result) -> Result {
+    let thread = currentThreadID()
+    let (result, role) = jobState.withLock { state in
+      (transition(&state), state.claimDrain(on: thread))
+    }
+    if role != .none {
+      drain(role, on: thread)
+    }
+    return result
+  }
+
+  /// Drains as `role` says (see ``Outbox/Role``); `inTrack` for a `track` call of `main()`.
+  func drain(_ role: Outbox<TrackedTask, PendingJobEvent>.Role, on thread: UInt, inTrack: Bool = false) {
+    switch role {
+    case .none:
+      return
+    case .nested:
+      _ = perform(jobState.withLock { $0.nestedDrain() })
+    case .drainer:
+      while let batch = jobState.withLock({ $0.nextDrain(on: thread, inTrack: inTrack) }) {
+        if !perform(batch) { return }
+      }
+    }
+  }
+
+  /// Asks to drain after a change made without ``withJobState(_:)`` (a stop, once its tasks
+  /// were cancelled).
+  func drainIfIdle() {
+    let thread = currentThreadID()
+    drain(jobState.withLock { $0.claimDrain(on: thread) }, on: thread)
+  }
+
+  /// Performs one batch: events, progress, then its work. Returns `false` once the job finished
+  /// (the drainer was released with that batch).
+  private func perform(_ batch: JobState.Drain) -> Bool {
+    if let delivery = batch.events {
+      deliver(delivery)
+    }
+    if let (progress, total, completed) = batch.progress {
+      // No lock is held while `Progress` changes (on Apple platforms its KVO observers run now).
+      progress.totalUnitCount = total
+      progress.completedUnitCount = completed
+    }
+    switch batch.item {
+    case .none:
+      return true
+    case .route(let node):
+      routeOne(node)
+      return true
+    case .step(.none):
+      return true
+    case .step(.group(let outcome)):
+      deliver(outcome)
+      return true
+    case .step(.allTasksFinished):
+      allTasksFinished()
+      guard let last = jobState.withLock({ $0.drainAfterAllTasksFinished() }) else { return true }
+      return perform(last)
+    case .step(.finish(let finish)):
+      finish.graceTimer?.cancel()
+      jobWillFinish(cancelled: finish.cancelled)
+      operationDone(error: finish.error)
+      return false
+    }
+  }
+
+  /// Stamps and yields a batch of events, ending the streams after the job's last event.
+  private func deliver(_ delivery: JobEventListeners.Delivery) {
+    let now = ContinuousClock.now
+    for pending in delivery.events {
+      let event = pending.stamped(now)
+      for listener in delivery.listeners {
+        listener.yield(event)
+      }
+    }
+    if delivery.close {
+      for listener in delivery.listeners {
+        listener.finish()
+      }
+    }
+  }
+
   /// A tracked task finished: retry it if its policy says so, else queue it for routing (and
-  /// route now if no other thread is routing), and start the next task waiting for its slot.
+  /// route now if nobody drains), and start the next task waiting for its slot.
   func taskDidFinish(_ node: TrackedTask) {
     if let retry = node.retry, scheduleRetry(of: node, retry) {
       return
     }
     // `timing` never changes once the node is published: read it without the lock.
     let now = node.timing != nil ? ContinuousClock.now : nil
-    let actions = jobState.withLock { $0.taskFinished(node, at: now) }
+    let thread = currentThreadID()
+    let (actions, role) = jobState.withLock { state in
+      (state.taskFinished(node, at: now), state.claimDrain(on: thread))
+    }
     if let timeout = actions.timeout {
       timeout.cancel()
     }
     if !actions.admitted.isEmpty {
       queueAdmitted(actions.admitted)
     }
-    if actions.route {
-      route()
-    }
+    drain(role, on: thread)
   }
 
   func stop(_ reason: JobState.Stop) {
-    perform(withJobState { $0.stop(reason) })
+    perform(jobState.withLock { $0.stop(reason) })
   }
 
   /// Carries out a stop that was recorded: now, or, when this thread is carrying out another
@@ -34,7 +121,7 @@ extension JobController {
     ThreadDrain.perform(actions, of: self)
   }
 
-  /// Carries out a stop: cancels timers, arms the grace period, cancels tasks, routes.
+  /// Carries out a stop: cancels timers, arms the grace period, cancels tasks, drains.
   func performNow(_ actions: JobState.StopActions) {
     for timer in actions.timers {
       timer.cancel()
@@ -46,51 +133,7 @@ extension JobController {
     for task in actions.cancel {
       task.cancel()
     }
-    if actions.route {
-      route()
-    }
-  }
-
-  /// The router: runs callbacks until there is nothing left to route, then releases the router
-  /// (or finishes the job). Only the thread that holds the router calls it.
-  func route() {
-    while true {
-      switch withJobState({ $0.nextStep() }) {
-      case .route(let batch):
-        for node in batch {
-          routeOne(node)
-        }
-      case .group(let outcome):
-        deliver(outcome)
-      case .allTasksFinished:
-        allTasksFinished()
-        switch withJobState({ $0.allTasksFinishedReturned() }) {
-        case nil:
-          continue
-        case .finish(let finish)?:
-          perform(finish)
-          return
-        case .some:
-          return
-        }
-      case .finish(let finish):
-        perform(finish)
-        return
-      case .release:
-        return
-      }
-    }
-  }
-
-  /// Publishes the final progress counts, then finishes the job. (The event streams end once
-  /// their last events, `finished` included, were delivered.)
-  func perform(_ finish: JobFinish) {
-    finish.graceTimer?.cancel()
-    if let progress = finish.publish {
-      publishProgress(to: progress)
-    }
-    jobWillFinish(cancelled: finish.cancelled)
-    operationDone(error: finish.error)
+    drainIfIdle()
   }
 
   /// A tracked `ConcurrentOperation` started while events were listened to.
@@ -117,11 +160,7 @@ extension JobController {
     case .failFast(let actions):
       perform(actions)
     }
-    let (outcome, publish) = withJobState { $0.routed(node) }
-    if let publish {
-      publishProgress(to: publish)
-    }
-    deliver(outcome)
+    deliver(withJobState { $0.routed(node) })
   }
 
   /// The failure a finished task stands for, if any: a timeout, or a `ConcurrentOperation` error.

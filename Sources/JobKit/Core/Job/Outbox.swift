@@ -104,12 +104,17 @@ struct Outbox<Route, Event> {
 
   mutating func take(routes allowed: Routes) -> Batch {
     var batch = takeNested()
-    if allowed == .some, hasRoutes {
-      batch.route = routes[routeHead]
-      routeHead += 1
-      compactRoutes()
-    }
+    batch.route = takeRoute(if: allowed == .some)
     return batch
+  }
+
+  /// The oldest waiting route, if `allowed` and there is one.
+  mutating func takeRoute(if allowed: Bool) -> Route? {
+    guard allowed, hasRoutes else { return nil }
+    let route = routes[routeHead]
+    routeHead += 1
+    compactRoutes()
+    return route
   }
 
   /// Events and progress only (for a nested drain, or a drainer that may not route now).

@@ -21,7 +21,7 @@ struct JobStateLimitsAndEventsTests {
 
   private func track(_ task: Operation, in state: inout JobState, queue: OperationQueue? = nil) -> Tracked {
     let outcome = state.track(task, queue: queue) { TrackedTask(job: job, task: task, group: $0) }
-    guard case .tracked(let node, let cancel, let queueNow, let waitsForSlot, _, _, _) = outcome else {
+    guard case .tracked(let node, let cancel, let queueNow, let waitsForSlot, _, _) = outcome else {
       Issue.record("not tracked: \(outcome)")
       let node = TrackedTask(job: job, task: task, group: TaskGroupEntry(type: type(of: task)))
       return Tracked(node: node, cancel: false, queueNow: false, waitsForSlot: false)
@@ -107,12 +107,7 @@ struct JobStateLimitsAndEventsTests {
   }
 
   private func labels(_ state: inout JobState) -> [String] {
-    guard state.listeners.beginDelivery() else { return [] }
-    var labels: [String] = []
-    while let delivery = state.listeners.nextDelivery() {
-      labels += delivery.events.map { $0.stamped(.now).label }
-    }
-    return labels
+    state.outbox.takeNested().events.map { $0.stamped(.now).label }
   }
 
   /// A retried task is one task for events, as for routing: a stop that ends its retry delay
@@ -129,8 +124,8 @@ struct JobStateLimitsAndEventsTests {
     #expect(labels(&state) == ["tracked a"])
     state.mainReturned()
     let stop = state.stop(.cancelled)
-    #expect(stop.cancel.isEmpty && !stop.route)  // this thread holds the router
-    guard case .route(let batch) = state.nextStep(), batch.count == 1 else {
+    #expect(stop.cancel.isEmpty)
+    guard state.outbox.routeCount == 1, state.outbox.takeRoute(if: true) === attempt else {
       Issue.record("the attempt whose retry the stop ended is not routed")
       return
     }
@@ -156,7 +151,7 @@ struct JobStateLimitsAndEventsTests {
     #expect(claimed)
     let next = Alpha()
     let outcome = state.track(next, queue: nil, replacing: first) { TrackedTask(job: job, task: next, group: $0) }
-    guard case .tracked(let second, _, _, _, _, _, _) = outcome else {
+    guard case .tracked(let second, _, _, _, _, _) = outcome else {
       Issue.record("the next attempt was not tracked")
       return
     }
@@ -164,7 +159,7 @@ struct JobStateLimitsAndEventsTests {
     _ = state.confirmTracked(first, name: "a", at: .now)  // a late confirmation of the replaced one
     state.mainReturned()
     _ = state.taskFinished(second, at: .now)
-    guard case .route = state.nextStep() else {
+    guard state.outbox.takeRoute(if: true) === second else {
       Issue.record("not routed")
       return
     }
@@ -181,9 +176,8 @@ struct JobStateLimitsAndEventsTests {
     var (state, continuation) = listening()
     let node = track(Alpha(), in: &state).node
     state.mainReturned()
-    let finish = state.taskFinished(node, at: .now)
-    #expect(!finish.route)  // main()'s thread still holds the router
-    guard case .route = state.nextStep() else {
+    _ = state.taskFinished(node, at: .now)
+    guard state.outbox.takeRoute(if: true) === node else {
       Issue.record("not routed")
       return
     }

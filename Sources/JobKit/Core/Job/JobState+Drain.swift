@@ -1,0 +1,83 @@
+import Foundation
+
+/// Draining the ``Outbox``: who drains, and what the drainer takes next. The drainer performs
+/// each batch after the lock, in this order: events, progress, then one piece of work (one
+/// finished task to route, a group callback, `allTasksFinished()`, or the finish).
+extension JobState {
+  /// One batch for the drainer.
+  struct Drain {
+    /// Events to stamp and yield (and the streams to end, once the job finished).
+    var events: JobEventListeners.Delivery?
+    /// Counts to write to the published progress.
+    var progress: (progress: Progress, total: Int64, completed: Int64)?
+    var item = Item.none
+
+    enum Item {
+      case none
+      /// Route this finished task (its per-task callback, then its group's).
+      case route(TrackedTask)
+      case step(Step)
+    }
+  }
+
+  /// After a transition on `thread`: whether it drains now, and how (see ``Outbox/claim``).
+  /// `inTrack`: asked by a `track` call, which is where `main()`'s thread routes while it runs.
+  mutating func claimDrain(on thread: UInt, inTrack: Bool = false) -> Outbox<TrackedTask, PendingJobEvent>.Role {
+    let routes = phase.routes(for: thread, inTrack: inTrack)
+    return outbox.claim(by: thread, routes: routes ? .some : .none, extra: hasStepDue)
+  }
+
+  /// For the drainer on `thread`: the next batch, or `nil` when nothing is left (the outbox then
+  /// has no drainer). A batch that finishes the job is the last one: the drainer is released
+  /// with it.
+  mutating func nextDrain(on thread: UInt, inTrack: Bool = false) -> Drain? {
+    var drain = Drain()
+    // A group that reached zero while `main()` ran comes first (as it would have come then):
+    // routing a later task of the group first would fire it, and the deferred one again.
+    if phase.runsSteps, !phase.isStopping, let group = registry.nextDeferredGroup() {
+      drain.item = .step(.group(groupCallback(for: group)))
+    } else if let node = outbox.takeRoute(if: phase.routes(for: thread, inTrack: inTrack)) {
+      drain.item = .route(node)
+    } else if phase.runsSteps {
+      let step = nextStep()
+      if case .none = step {} else { drain.item = .step(step) }
+    }
+    takeDeliveries(into: &drain)
+    switch drain.item {
+    case .step(.finish):
+      outbox.release()
+    case .none where drain.events == nil && drain.progress == nil:
+      outbox.release()
+      return nil
+    default:
+      break
+    }
+    return drain
+  }
+
+  /// For a nested drain (the drainer's own thread, inside a callback it runs): events and
+  /// progress only.
+  mutating func nestedDrain() -> Drain {
+    var drain = Drain()
+    takeDeliveries(into: &drain)
+    return drain
+  }
+
+  /// `allTasksFinished()` returned on the drainer: the last batch if the job finishes now (the
+  /// drainer is released with it), `nil` if it tracked something new (drain on).
+  mutating func drainAfterAllTasksFinished() -> Drain? {
+    guard let finish = allTasksFinishedReturned() else { return nil }
+    var drain = Drain(item: .step(.finish(finish)))
+    takeDeliveries(into: &drain)
+    outbox.release()
+    return drain
+  }
+
+  private mutating func takeDeliveries(into drain: inout Drain) {
+    let taken = outbox.takeNested()
+    drain.events = listeners.delivery(of: taken.events)
+    if taken.publishProgress {
+      drain.progress = progress.publication()
+    }
+  }
+}
