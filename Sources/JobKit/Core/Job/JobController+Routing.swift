@@ -19,17 +19,35 @@ extension JobController {
   }
 
   /// Drains as `role` says (see ``Outbox/Role``); `inTrack` for a `track` call of `main()`.
-  func drain(_ role: Outbox<TrackedTask, PendingJobEvent>.Role, on thread: UInt, inTrack: Bool = false) {
+  /// `first`: the drainer's first batch, if it was taken with the lock that made it the drainer.
+  func drain(
+    _ role: Outbox<TrackedTask, PendingJobEvent>.Role, on thread: UInt, inTrack: Bool = false,
+    first: JobState.Drain? = nil
+  ) {
     switch role {
     case .none:
       return
     case .nested:
       _ = perform(jobState.withLock { $0.nestedDrain() })
     case .drainer:
-      while let batch = jobState.withLock({ $0.nextDrain(on: thread, inTrack: inTrack) }) {
-        if !perform(batch) { return }
+      var next = first ?? jobState.withLock { $0.nextDrain(on: thread, inTrack: inTrack) }
+      while let batch = next {
+        guard case .drained(let routed) = perform(batch) else { return }
+        // One lock per routed task: the routed one is forgotten as the next batch is taken. Its
+        // task is held here until after that lock: the job may hold its last reference, whose
+        // release (and `deinit`, the user's code) must not happen under the lock.
+        let task = routed?.task
+        next = jobState.withLock { $0.nextDrain(on: thread, inTrack: inTrack, routed: routed) }
+        withExtendedLifetime(task) {}
       }
     }
+  }
+
+  private enum Performed {
+    /// `routed`: the task whose per-task callback was delivered (or skipped), to be forgotten.
+    case drained(routed: TrackedTask?)
+    /// The job finished: the drainer was released with that batch.
+    case finished
   }
 
   /// Asks to drain after a change made without ``withJobState(_:)`` (a stop, once its tasks
@@ -39,9 +57,8 @@ extension JobController {
     drain(jobState.withLock { $0.claimDrain(on: thread) }, on: thread)
   }
 
-  /// Performs one batch: events, progress, then its work. Returns `false` once the job finished
-  /// (the drainer was released with that batch).
-  private func perform(_ batch: JobState.Drain) -> Bool {
+  /// Performs one batch: events, progress, then its work.
+  private func perform(_ batch: JobState.Drain) -> Performed {
     if let delivery = batch.events {
       deliver(delivery)
     }
@@ -51,25 +68,22 @@ extension JobController {
       progress.completedUnitCount = completed
     }
     switch batch.item {
-    case .none:
-      return true
-    case .route(let node):
-      routeOne(node)
-      return true
-    case .step(.none):
-      return true
+    case .none, .step(.none):
+      return .drained(routed: nil)
+    case .route(let node, let decision):
+      return .drained(routed: routeOne(node, decision) ? node : nil)
     case .step(.group(let outcome)):
       deliver(outcome)
-      return true
+      return .drained(routed: nil)
     case .step(.allTasksFinished):
       allTasksFinished()
-      guard let last = jobState.withLock({ $0.drainAfterAllTasksFinished() }) else { return true }
+      guard let last = jobState.withLock({ $0.drainAfterAllTasksFinished() }) else { return .drained(routed: nil) }
       return perform(last)
     case .step(.finish(let finish)):
       finish.graceTimer?.cancel()
       jobWillFinish(cancelled: finish.cancelled)
       operationDone(error: finish.error)
-      return false
+      return .finished
     }
   }
 
@@ -91,15 +105,22 @@ extension JobController {
 
   /// A tracked task finished: retry it if its policy says so, else queue it for routing (and
   /// route now if nobody drains), and start the next task waiting for its slot.
-  func taskDidFinish(_ node: TrackedTask) {
+  /// `error`: the error a ``ConcurrentOperation`` finished with, when its observer was told it
+  /// (`nil`: read it from the task).
+  func taskDidFinish(_ node: TrackedTask, error: (any Error)?? = nil) {
     if let retry = node.retry, scheduleRetry(of: node, retry) {
       return
     }
     // `timing` never changes once the node is published: read it without the lock.
     let now = node.timing != nil ? ContinuousClock.now : nil
+    let report = finishReport(of: node, error: error)
     let thread = currentThreadID()
-    let (actions, role) = jobState.withLock { state in
-      (state.taskFinished(node, at: now), state.claimDrain(on: thread))
+    // One lock from the finish to the task's own callback: the finish is booked and, if this
+    // thread becomes the drainer, its first batch taken (usually this task, decided already).
+    let (actions, role, first) = jobState.withLock { state in
+      let actions = state.taskFinished(node, at: now, report: report)
+      let role = state.claimDrain(on: thread)
+      return (actions, role, role == .drainer ? state.nextDrain(on: thread) : nil)
     }
     if let timeout = actions.timeout {
       timeout.cancel()
@@ -107,7 +128,22 @@ extension JobController {
     if !actions.admitted.isEmpty {
       queueAdmitted(actions.admitted)
     }
-    drain(role, on: thread)
+    if role == .drainer, first == nil { return }  // nothing left: the drainer was released
+    drain(role, on: thread, first: first)
+  }
+
+  /// What routing needs to know of `node`'s finished task, read now with no lock held.
+  private func finishReport(of node: TrackedTask, error known: (any Error)??) -> FinishReport {
+    var report = FinishReport()
+    // The task is finishing on this thread: `operation` is alive.
+    if let operation = node.operation as? ConcurrentOperation, let error = known ?? operation.error {
+      report.error = error
+      report.isCancelled = operation.isCancelled
+    }
+    if node.timing != nil {
+      report.name = node.operation.name
+    }
+    return report
   }
 
   func stop(_ reason: JobState.Stop) {
@@ -143,14 +179,14 @@ extension JobController {
     withJobState { $0.taskStarted(node, name: name, at: now) }
   }
 
-  func routeOne(_ node: TrackedTask) {
-    // The node was signalled, so nobody but this router touches `node.task` any more.
-    guard let task = node.task else { return }
-    let failure = failure(of: task, node: node)
-    // Only a failure asks whether the task was cancelled (corelibs' `isCancelled` takes a lock).
-    let isCancelled = failure != nil && task.isCancelled
-    let name = node.timing != nil ? task.name : nil
-    switch withJobState({ $0.beginRouting(node, failure: failure, isCancelled: isCancelled, name: name) }) {
+  /// Delivers (or skips) `node`'s per-task callback; `decided`: the decision taken with the
+  /// node, if any. Returns whether the caller must forget the node (its next `nextDrain` does,
+  /// and runs its group's callback if due).
+  private func routeOne(_ node: TrackedTask, _ decided: JobState.RoutingDecision?) -> Bool {
+    // The task finished, so nobody but this router touches `node.task` any more.
+    guard let task = node.task else { return false }
+    let decision = decided ?? decide(node, task)
+    switch decision {
     case .deliver:
       if !node.deliverCompletion(task) {
         taskFinished(task)
@@ -160,7 +196,16 @@ extension JobController {
     case .failFast(let actions):
       perform(actions)
     }
-    deliver(withJobState { $0.routed(node) })
+    return true
+  }
+
+  /// The decision for a task whose finishing thread did not report it (see ``FinishReport``).
+  private func decide(_ node: TrackedTask, _ task: Operation) -> JobState.RoutingDecision {
+    let failure = failure(of: task, node: node)
+    // Only a failure asks whether the task was cancelled (corelibs' `isCancelled` takes a lock).
+    let isCancelled = failure != nil && task.isCancelled
+    let name = node.timing != nil ? task.name : nil
+    return withJobState { $0.beginRouting(node, failure: failure, isCancelled: isCancelled, name: name) }
   }
 
   /// The failure a finished task stands for, if any: a timeout, or a `ConcurrentOperation` error.

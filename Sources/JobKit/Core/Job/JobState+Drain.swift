@@ -14,8 +14,9 @@ extension JobState {
 
     enum Item {
       case none
-      /// Route this finished task (its per-task callback, then its group's).
-      case route(TrackedTask)
+      /// Route this finished task (its per-task callback, then its group's), with the decision
+      /// for its callback if it was taken with the task (see ``JobState/decideFromReport(_:)``).
+      case route(TrackedTask, RoutingDecision?)
       case step(Step)
     }
   }
@@ -28,19 +29,16 @@ extension JobState {
   }
 
   /// For the drainer on `thread`: the next batch, or `nil` when nothing is left (the outbox then
-  /// has no drainer). A batch that finishes the job is the last one: the drainer is released
-  /// with it.
-  mutating func nextDrain(on thread: UInt, inTrack: Bool = false) -> Drain? {
+  /// has no drainer). `routed`: the task whose per-task callback the drainer just delivered (or
+  /// skipped): it is forgotten first, and its group's callback, if due, is the batch's work. A
+  /// batch that finishes the job is the last one: the drainer is released with it.
+  mutating func nextDrain(on thread: UInt, inTrack: Bool = false, routed: TrackedTask? = nil) -> Drain? {
     var drain = Drain()
-    // A group that reached zero while `main()` ran comes first (as it would have come then):
-    // routing a later task of the group first would fire it, and the deferred one again.
-    if phase.runsSteps, !phase.isStopping, let group = registry.nextDeferredGroup() {
-      drain.item = .step(.group(groupCallback(for: group)))
-    } else if let node = outbox.takeRoute(if: phase.routes(for: thread, inTrack: inTrack)) {
-      drain.item = .route(node)
-    } else if phase.runsSteps {
-      let step = nextStep()
-      if case .none = step {} else { drain.item = .step(step) }
+    let group = routed.map { self.routed($0) } ?? .none
+    if case .none = group {
+      takeWork(into: &drain, on: thread, inTrack: inTrack)
+    } else {
+      drain.item = .step(.group(group))
     }
     takeDeliveries(into: &drain)
     switch drain.item {
@@ -53,6 +51,19 @@ extension JobState {
       break
     }
     return drain
+  }
+
+  private mutating func takeWork(into drain: inout Drain, on thread: UInt, inTrack: Bool) {
+    // A group that reached zero while `main()` ran comes first (as it would have come then):
+    // routing a later task of the group first would fire it, and the deferred one again.
+    if phase.runsSteps, !phase.isStopping, let group = registry.nextDeferredGroup() {
+      drain.item = .step(.group(groupCallback(for: group)))
+    } else if let node = outbox.takeRoute(if: phase.routes(for: thread, inTrack: inTrack)) {
+      drain.item = .route(node, decideFromReport(node))
+    } else if phase.runsSteps {
+      let step = nextStep()
+      if case .none = step {} else { drain.item = .step(step) }
+    }
   }
 
   /// For a nested drain (the drainer's own thread, inside a callback it runs): events and

@@ -160,9 +160,11 @@ struct JobState {
   }
 
   /// A tracked task finished (or, for a retried task, finished its last attempt). `now` is set
-  /// when the task's events are observed.
-  mutating func taskFinished(_ node: TrackedTask, at now: ContinuousClock.Instant? = nil) -> FinishActions {
-    guard let release = node.state.finish() else { return FinishActions() }
+  /// when the task's events are observed; `report` is what the finishing thread read from it.
+  mutating func taskFinished(
+    _ node: TrackedTask, at now: ContinuousClock.Instant? = nil, report: FinishReport? = nil
+  ) -> FinishActions {
+    guard let release = node.state.finish(report: report) else { return FinishActions() }
     var actions = FinishActions()
     if release.slot {
       actions.admitted = releaseSlot(in: node.group)
@@ -180,6 +182,18 @@ struct JobState {
     case skip
     /// This failure fails the job (`.failFast`): cancel these tasks, skip the callback.
     case failFast(StopActions)
+  }
+
+  /// The decision for a finished `node` whose finishing thread reported what routing needs
+  /// (``FinishReport``), taken as the drainer takes it; `nil` if the drainer must read the
+  /// task first (no report, or a timed-out task whose `isCancelled` was not read).
+  mutating func decideFromReport(_ node: TrackedTask) -> RoutingDecision? {
+    guard case .finished(let timedOut, let report?) = node.state, let task = node.task else { return nil }
+    let error = timedOut ? JobKitError.timedOut(task) : report.error
+    guard let error else { return beginRouting(node, failure: nil, isCancelled: false, name: report.name) }
+    guard let isCancelled = report.isCancelled else { return nil }
+    return beginRouting(
+      node, failure: TaskFailure(task: task, error: error), isCancelled: isCancelled, name: report.name)
   }
 
   /// The router is about to route `node`: record its failure (if any) and decide whether its

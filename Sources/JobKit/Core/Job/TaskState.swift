@@ -21,8 +21,10 @@ enum TaskState {
   case awaitingRetry(timer: (any JobTimer)?, timedOut: Bool)
   /// The retry delay ended: the next attempt is being tracked in this one's place.
   case retrying
-  /// Its finish was observed (or a stop ended its retry delay): it waits to be routed.
-  case finished(timedOut: Bool)
+  /// Its finish was observed (or a stop ended its retry delay): it waits to be routed. `report`:
+  /// what the finishing thread read from the task for routing it, with no lock held (`nil` if
+  /// the router must read it).
+  case finished(timedOut: Bool, report: FinishReport?)
   /// Routed, or dropped without routing (a duplicate, a replaced attempt): no longer tracked.
   case removed
 
@@ -68,7 +70,7 @@ enum TaskState {
   /// Whether the task, or its failed attempt, ran past its timeout.
   var timedOut: Bool {
     switch self {
-    case .unfinished(_, .expired), .awaitingRetry(_, timedOut: true), .finished(timedOut: true): return true
+    case .unfinished(_, .expired), .awaitingRetry(_, timedOut: true), .finished(timedOut: true, _): return true
     case .unfinished, .awaitingRetry, .retrying, .finished, .removed: return false
     }
   }
@@ -81,11 +83,12 @@ enum TaskState {
     var timer: (any JobTimer)?
   }
 
-  /// The task finished. Returns what it gave back, or `nil` if its finish was observed already
-  /// (a second report of one finish changes nothing).
-  mutating func finish() -> Release? {
+  /// The task finished (`report`: what its finishing thread read from it). Returns what it gave
+  /// back, or `nil` if its finish was observed already (a second report of one finish changes
+  /// nothing).
+  mutating func finish(report: FinishReport? = nil) -> Release? {
     guard case .unfinished(let slot, let timeout) = self else { return nil }
-    self = .finished(timedOut: timeout.expired)
+    self = .finished(timedOut: timeout.expired, report: report)
     return Release(slot: slot.isHolding, timer: timeout.timer)
   }
 
@@ -165,7 +168,7 @@ enum TaskState {
       }
       return .cancel(timer: nil)
     case .awaitingRetry(let timer, let timedOut):
-      self = .finished(timedOut: timedOut)
+      self = .finished(timedOut: timedOut, report: nil)
       return .finishedRetry(timer: timer)
     case .retrying, .finished, .removed:
       return .none
@@ -218,4 +221,16 @@ extension TaskState.Timeout {
     if case .armed(let timer) = self { return timer }
     return nil
   }
+}
+
+/// What routing a finished task needs to know of it, read by the thread that saw it finish with
+/// no lock held (its `error`, `isCancelled` and `name` may be the user's code), so that the
+/// routing decision can be taken under the lock in the same step that takes the task.
+struct FinishReport {
+  /// A ``ConcurrentOperation``'s error.
+  var error: (any Error)?
+  /// Foundation's `isCancelled`, read only for a failed task (`nil` when not read).
+  var isCancelled: Bool?
+  /// The task's `name`, read only while events are listened to.
+  var name: String?
 }

@@ -45,6 +45,10 @@ class TrackedTask: OperationFinishObserver, OperationStartObserver, @unchecked S
     job.taskDidFinish(self)
   }
 
+  func operationDidFinish(_ operation: ConcurrentOperation, error: (any Error)?) {
+    job.taskDidFinish(self, error: .some(error))
+  }
+
   func operationDidStart(_ operation: ConcurrentOperation) {
     job.taskDidStart(self)
   }

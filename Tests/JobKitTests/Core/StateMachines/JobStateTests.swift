@@ -33,7 +33,7 @@ struct JobStateTests {
     guard let drain = state.nextDrain(on: thread, inTrack: inTrack) else { return nil }
     switch drain.item {
     case .none: return "none"
-    case .route(let node): return "route \(type(of: node.operation))"
+    case .route(let node, _): return "route \(type(of: node.operation))"
     case .step(.none): return "step none"
     case .step(.group(.taskGroupFinished(let group))): return "group \(group)"
     case .step(.group): return "group handler"
@@ -121,6 +121,33 @@ struct JobStateTests {
     }
     guard case .allTasksFinished = state.nextStep() else {
       Issue.record("expected all")
+      return
+    }
+  }
+
+  /// The finishing thread reports what routing needs: the drainer that takes the task decides
+  /// its callback in the same step (a failure is recorded then); a timed-out task whose
+  /// `isCancelled` was not read is left to the router.
+  @Test func aReportedFinishIsDecidedAsItIsTaken() {
+    var state = started()
+    state.mainReturned()
+    let failed = track(Alpha(), in: &state)
+    _ = state.taskFinished(failed, report: FinishReport(error: TestError(3), isCancelled: false))
+    let check40 = state.claimDrain(on: 2) == .drainer
+    #expect(check40)
+    guard case .route(let node, .deliver?)? = state.nextDrain(on: 2)?.item, node === failed else {
+      Issue.record("expected the reported task, decided")
+      return
+    }
+    let check41 = state.failures.map { $0.error as? TestError } == [TestError(3)]
+    #expect(check41)
+    let timedOut = track(Beta(), in: &state)
+    let check42 = state.armTimeout(for: timedOut) && state.timeoutExpired(for: timedOut) != nil
+    #expect(check42)
+    _ = state.taskFinished(timedOut, report: FinishReport())
+    _ = state.routed(failed)
+    guard case .route(let late, nil)? = state.nextDrain(on: 2)?.item, late === timedOut else {
+      Issue.record("expected the timed-out task, undecided")
       return
     }
   }

@@ -104,7 +104,7 @@ struct TaskStateTests {
       Issue.record("expected the retry ended")
       return
     }
-    guard case .finished(timedOut: false) = waiting else {
+    guard case .finished(timedOut: false, report: nil) = waiting else {
       Issue.record("expected finished")
       return
     }
