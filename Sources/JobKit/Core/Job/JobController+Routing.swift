@@ -134,16 +134,16 @@ extension JobController {
 
   /// What routing needs to know of `node`'s finished task, read now with no lock held.
   private func finishReport(of node: TrackedTask, error known: (any Error)??) -> FinishReport {
-    var report = FinishReport()
     // The task is finishing on this thread: `operation` is alive.
-    if let operation = node.operation as? ConcurrentOperation, let error = known ?? operation.error {
-      report.error = error
-      report.isCancelled = operation.isCancelled
+    var error: (any Error)?
+    if let known {
+      error = known
+    } else if let operation = node.operation as? ConcurrentOperation {
+      error = operation.error
     }
-    if node.timing != nil {
-      report.name = node.operation.name
-    }
-    return report
+    let name = node.timing != nil ? node.operation.name : nil
+    guard error != nil || name != nil else { return .nothing }
+    return FinishReport(error: error, isCancelled: error != nil ? node.operation.isCancelled : nil, name: name)
   }
 
   func stop(_ reason: JobState.Stop) {

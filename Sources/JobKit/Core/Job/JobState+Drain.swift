@@ -6,11 +6,14 @@ import Foundation
 extension JobState {
   /// One batch for the drainer.
   struct Drain {
-    /// Events to stamp and yield (and the streams to end, once the job finished).
-    var events: JobEventListeners.Delivery?
-    /// Counts to write to the published progress.
-    var progress: (progress: Progress, total: Int64, completed: Int64)?
     var item = Item.none
+    /// Events and progress, if any (boxed: most batches have none, and stay small).
+    var deliveries: Deliveries?
+
+    /// Events to stamp and yield (and the streams to end, once the job finished).
+    var events: JobEventListeners.Delivery? { deliveries?.events }
+    /// Counts to write to the published progress.
+    var progress: (progress: Progress, total: Int64, completed: Int64)? { deliveries?.progress }
 
     enum Item {
       case none
@@ -44,7 +47,7 @@ extension JobState {
     switch drain.item {
     case .step(.finish):
       outbox.release()
-    case .none where drain.events == nil && drain.progress == nil:
+    case .none where drain.deliveries == nil:
       outbox.release()
       return nil
     default:
@@ -86,9 +89,21 @@ extension JobState {
 
   private mutating func takeDeliveries(into drain: inout Drain) {
     let taken = outbox.takeNested()
-    drain.events = listeners.delivery(of: taken.events)
-    if taken.publishProgress {
-      drain.progress = progress.publication()
+    let events = taken.events.isEmpty ? nil : listeners.delivery(of: taken.events)
+    let publication = taken.publishProgress ? progress.publication() : nil
+    if events != nil || publication != nil {
+      drain.deliveries = Deliveries(events: events, progress: publication)
     }
+  }
+}
+
+/// What a drainer's batch delivers besides its work: events and progress counts.
+final class Deliveries {
+  let events: JobEventListeners.Delivery?
+  let progress: (progress: Progress, total: Int64, completed: Int64)?
+
+  init(events: JobEventListeners.Delivery?, progress: (progress: Progress, total: Int64, completed: Int64)?) {
+    self.events = events
+    self.progress = progress
   }
 }

@@ -319,9 +319,7 @@ struct JobState {
     progressChanged(progress.finish())
     let graceTimer = graceTimer
     self.graceTimer = nil
-    var finish = JobFinish(error: error, graceTimer: graceTimer, droppedGroups: droppedGroups)
-    finish.cancelled = cancelled
-    return finish
+    return JobFinish(error: error, cancelled: cancelled, graceTimer: graceTimer, droppedGroups: droppedGroups)
   }
 
   // MARK: Holds
@@ -360,11 +358,11 @@ struct JobState {
     for node in registry.nodes {
       switch node.state.stop() {
       case .cancel(let timer):
-        if let timer { actions.timers.append(timer) }
+        if let timer { actions.timers.append(timer.timer) }
         if let task = node.task { actions.cancel.append(task) }
       case .finishedRetry(let timer):
         // The failed attempt is the task's last one: route it now (silently).
-        if let timer { actions.timers.append(timer) }
+        if let timer { actions.timers.append(timer.timer) }
         outbox.route(node)
       case .none:
         break

@@ -30,7 +30,7 @@ struct Outbox<Route, Event> {
 
   private(set) var drainer = Drainer.idle
   /// Finished tasks waiting to be routed, in the order they finished, from `routeHead` on.
-  private var routes: [Route] = []
+  private var routes: [Route?] = []
   private var routeHead = 0
   private var events: [Event] = []
   /// The progress counts changed since they were last taken.
@@ -39,9 +39,6 @@ struct Outbox<Route, Event> {
   var hasRoutes: Bool { routeHead < routes.count }
   var routeCount: Int { routes.count - routeHead }
   var hasEvents: Bool { !events.isEmpty }
-
-  /// Routes still waiting, oldest first (for inspection; the drainer takes them with `take`).
-  var waitingRoutes: ArraySlice<Route> { routes[routeHead...] }
 
   // MARK: Appending (under the job's lock)
 
@@ -111,9 +108,16 @@ struct Outbox<Route, Event> {
   /// The oldest waiting route, if `allowed` and there is one.
   mutating func takeRoute(if allowed: Bool) -> Route? {
     guard allowed, hasRoutes else { return nil }
-    let route = routes[routeHead]
+    // Moved out (the slot keeps `nil`), so compacting releases nothing.
+    let route = routes[routeHead].take()
     routeHead += 1
-    compactRoutes()
+    if routeHead == routes.count {
+      routes.removeAll(keepingCapacity: true)
+      routeHead = 0
+    } else if routeHead > 1024, routeHead * 2 > routes.count {
+      routes.removeFirst(routeHead)
+      routeHead = 0
+    }
     return route
   }
 
@@ -136,15 +140,5 @@ struct Outbox<Route, Event> {
 
   func hasWork(_ allowed: Routes) -> Bool {
     !events.isEmpty || progressChanged || (allowed == .some && hasRoutes)
-  }
-
-  private mutating func compactRoutes() {
-    if routeHead == routes.count {
-      routes.removeAll(keepingCapacity: true)
-      routeHead = 0
-    } else if routeHead > 1024, routeHead * 2 > routes.count {
-      routes.removeFirst(routeHead)
-      routeHead = 0
-    }
   }
 }

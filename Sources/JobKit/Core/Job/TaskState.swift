@@ -18,7 +18,7 @@ enum TaskState {
   case unfinished(slot: Slot, timeout: Timeout)
   /// An attempt of a retried task failed; the next attempt starts after `timer`'s delay (`nil`
   /// until the timer was scheduled). `timedOut`: the failed attempt ran past its timeout.
-  case awaitingRetry(timer: (any JobTimer)?, timedOut: Bool)
+  case awaitingRetry(timer: TimerBox?, timedOut: Bool)
   /// The retry delay ended: the next attempt is being tracked in this one's place.
   case retrying
   /// Its finish was observed (or a stop ended its retry delay): it waits to be routed. `report`:
@@ -44,7 +44,7 @@ enum TaskState {
   enum Timeout {
     case none
     /// Armed: the timer is `nil` until it was scheduled on the job's clock.
-    case armed((any JobTimer)?)
+    case armed(TimerBox?)
     /// It expired while the task ran: the task was cancelled and counts as failed.
     case expired
   }
@@ -80,7 +80,14 @@ enum TaskState {
     /// It held a slot of its group: the caller gives the slot to the next waiting task.
     var slot = false
     /// Its armed timeout's timer, to cancel.
-    var timer: (any JobTimer)?
+    var box: TimerBox?
+
+    var timer: (any JobTimer)? { box?.timer }
+
+    init(slot: Bool = false, timer box: TimerBox? = nil) {
+      self.slot = slot
+      self.box = box
+    }
   }
 
   /// The task finished (`report`: what its finishing thread read from it). Returns what it gave
@@ -104,7 +111,7 @@ enum TaskState {
   /// routed the failed attempt): the caller cancels the timer.
   mutating func retryScheduled(_ timer: any JobTimer) -> Bool {
     guard case .awaitingRetry(nil, let timedOut) = self else { return false }
-    self = .awaitingRetry(timer: timer, timedOut: timedOut)
+    self = .awaitingRetry(timer: TimerBox(timer), timedOut: timedOut)
     return true
   }
 
@@ -129,7 +136,7 @@ enum TaskState {
   /// finished, or the timeout was disarmed or fired): the caller cancels it.
   mutating func timeoutScheduled(_ timer: any JobTimer) -> Bool {
     guard case .unfinished(let slot, .armed(nil)) = self else { return false }
-    self = .unfinished(slot: slot, timeout: .armed(timer))
+    self = .unfinished(slot: slot, timeout: .armed(TimerBox(timer)))
     return true
   }
 
@@ -150,10 +157,10 @@ enum TaskState {
 
   enum StopOutcome {
     /// The task still runs: cancel it (and its armed timeout's timer, if any).
-    case cancel(timer: (any JobTimer)?)
+    case cancel(timer: TimerBox?)
     /// Its attempt waited for a retry: it is now finished, as its task's last attempt; cancel
     /// the delay's timer, if any, and route it.
-    case finishedRetry(timer: (any JobTimer)?)
+    case finishedRetry(timer: TimerBox?)
     /// Nothing to do: it finished (or is being replaced by its next attempt).
     case none
   }
@@ -217,7 +224,7 @@ extension TaskState.Timeout {
     return false
   }
 
-  var timer: (any JobTimer)? {
+  var timer: TimerBox? {
     if case .armed(let timer) = self { return timer }
     return nil
   }
@@ -225,12 +232,31 @@ extension TaskState.Timeout {
 
 /// What routing a finished task needs to know of it, read by the thread that saw it finish with
 /// no lock held (its `error`, `isCancelled` and `name` may be the user's code), so that the
-/// routing decision can be taken under the lock in the same step that takes the task.
-struct FinishReport {
+/// routing decision can be taken under the lock in the same step that takes the task. A class,
+/// so that a task's state stays small: a plain task shares ``nothing``.
+final class FinishReport: Sendable {
   /// A ``ConcurrentOperation``'s error.
-  var error: (any Error)?
+  let error: (any Error)?
   /// Foundation's `isCancelled`, read only for a failed task (`nil` when not read).
-  var isCancelled: Bool?
+  let isCancelled: Bool?
   /// The task's `name`, read only while events are listened to.
-  var name: String?
+  let name: String?
+
+  /// The report of a task that did not fail and whose events nobody listens to.
+  static let nothing = FinishReport()
+
+  init(error: (any Error)? = nil, isCancelled: Bool? = nil, name: String? = nil) {
+    self.error = error
+    self.isCancelled = isCancelled
+    self.name = name
+  }
+}
+
+/// A scheduled timer, boxed so that a task's state stays small (most tasks have none).
+final class TimerBox: Sendable {
+  let timer: any JobTimer
+
+  init(_ timer: any JobTimer) {
+    self.timer = timer
+  }
 }

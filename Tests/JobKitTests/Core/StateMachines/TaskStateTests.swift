@@ -89,7 +89,7 @@ struct TaskStateTests {
     let timer = Timer()
     let check24 = running.timeoutScheduled(timer)
     #expect(check24)
-    guard case .cancel(let disarmed) = running.stop(), disarmed as? Timer === timer else {
+    guard case .cancel(let disarmed) = running.stop(), disarmed?.timer as? Timer === timer else {
       Issue.record("expected the task cancelled and its timeout disarmed")
       return
     }
@@ -100,7 +100,7 @@ struct TaskStateTests {
     let delay = Timer()
     let check25 = waiting.retryScheduled(delay)
     #expect(check25)
-    guard case .finishedRetry(let cancelled) = waiting.stop(), cancelled as? Timer === delay else {
+    guard case .finishedRetry(let cancelled) = waiting.stop(), cancelled?.timer as? Timer === delay else {
       Issue.record("expected the retry ended")
       return
     }
