@@ -210,8 +210,9 @@ extension JobController {
 
   /// The failure a finished task stands for, if any: a timeout, or a `ConcurrentOperation` error.
   private func failure(of task: Operation, node: TrackedTask) -> TaskFailure? {
-    // The task finished: only this router changes its state now, so it is read without the lock.
-    if node.state.timedOut {
+    // Under the lock (a rare path: a timed-out task, or a retry a stop ended): a retry's timer
+    // thread may still be asking the node's state.
+    if jobState.withLock({ $0.timedOut(node) }) {
       return TaskFailure(task: task, error: JobKitError.timedOut(task))
     }
     guard let operation = task as? ConcurrentOperation, let error = operation.error else { return nil }
