@@ -9,25 +9,19 @@ import Foundation
 /// job would wait forever). The wrapper puts the operation's own block back, runs it once, then
 /// tells every joined observer once.
 ///
-/// The registry is looked up when a job starts observing an operation, never when it finishes:
-/// the wrapper holds its hook and tells the installing job first, with no registry lock (that
-/// job's own state ignores a second report of one finish), then takes the registry's lock once
-/// to retire the hook and tell the jobs that joined it.
-///
 /// The registry's locks guard nothing but the registry: no `completionBlock` is read or written,
 /// and no observer is called, while one is held.
 enum CompletionBlockHook {
   /// The observers of one plain operation. Its fields are only touched under its stripe's lock.
   final class Hook: @unchecked Sendable {
-    // @unchecked Sendable: `first` and `previous` never change; the rest is guarded by the
-    // registry stripe's lock.
-    /// The installing job's node. The wrapper puts the operation's own block back when it runs,
-    /// so a finished operation holds neither the wrapper nor this job.
-    let first: TrackedTask
-    /// The nodes of jobs that joined (rare), dropped when the hook fires.
+    // @unchecked Sendable: mutable fields are guarded by the registry stripe's lock.
+    /// The installing job's node, and those of jobs that joined (rare: no array for one job).
+    /// Both are dropped when the hook fires, so a wrapper left on a finished operation holds no
+    /// job.
+    var first: TrackedTask?
     var others: [TrackedTask] = []
-    /// The operation's own block, read by the installer before the hook was published.
-    let previous: (@Sendable () -> Void)?
+    /// The operation's own block, known once the installer read it.
+    var previous: (@Sendable () -> Void)?
     var fired = false
     /// A job claimed the right to add the operation to a queue.
     var queueClaimed = false
@@ -65,7 +59,7 @@ enum CompletionBlockHook {
     let previous = operation.completionBlock
     let (hook, joined): (Hook?, Observation?) = stripe.withLock { table in
       if let existing = table[key], !existing.fired {
-        if existing.first.job === node.job || existing.others.contains(where: { $0.job === node.job }) {
+        if existing.first?.job === node.job || existing.others.contains(where: { $0.job === node.job }) {
           return (nil, .duplicate)
         }
         existing.others.append(node)
@@ -80,12 +74,8 @@ enum CompletionBlockHook {
     }
     guard let hook else { return joined ?? .duplicate }
     operation.completionBlock = { [hook, unowned(unsafe) operation] in
-      // The operation is alive when its block starts (the installing job holds it until it is
-      // routed, which this block starts). Held strongly until the hook is retired: once routed,
-      // the job drops it, and a new operation at its address must not find this hook.
-      withExtendedLifetime(operation) { operation in
-        fire(hook, of: operation, runningPrevious: true)
-      }
+      // Foundation holds the operation while its completionBlock runs.
+      fire(hook, of: operation, runningPrevious: true)
     }
     return .installed(hook, claimed: true)
   }
@@ -96,31 +86,39 @@ enum CompletionBlockHook {
   /// run of the wrapper signals nobody twice.
   static func signalIfFinishedWhileWrapping(_ operation: Operation, _ hook: Hook) {
     guard operation.isFinished else { return }
+    let previous: (@Sendable () -> Void)?? = stripe(for: OperationKey(operation)).withLock { _ in
+      hook.fired ? nil : hook.previous
+    }
     // Already fired: the wrapper ran and did all of this.
-    guard !stripe(for: OperationKey(operation)).withLock({ _ in hook.fired }) else { return }
-    operation.completionBlock = hook.previous
+    guard let previous else { return }
+    operation.completionBlock = previous
     fire(hook, of: operation, runningPrevious: false)
   }
 
   private static func fire(_ hook: Hook, of operation: Operation, runningPrevious: Bool) {
-    if runningPrevious {
-      // The operation's own block goes back (none if it had none: the wrapper, and the job it
-      // holds, are released once Foundation returns from it), and runs once.
-      operation.completionBlock = hook.previous
-      hook.previous?()
-    }
-    // The installer first, with no registry lock: its job ignores a second report of one
-    // finish, so the wrapper and `signalIfFinishedWhileWrapping` may both get here.
-    hook.first.job.taskDidFinish(hook.first)
     let key = OperationKey(operation)
-    let others: [TrackedTask] = stripe(for: key).withLock { table in
-      guard !hook.fired else { return [] }
+    let (first, others, previous): (TrackedTask?, [TrackedTask], (@Sendable () -> Void)?) = stripe(for: key).withLock {
+      table in
+      let previous = hook.previous
+      guard !hook.fired else { return (nil, [], previous) }
       hook.fired = true
       if table[key] === hook {
         table.removeValue(forKey: key)
       }
-      defer { hook.others = [] }
-      return hook.others
+      defer {
+        hook.first = nil
+        hook.others = []
+      }
+      return (hook.first, hook.others, previous)
+    }
+    if runningPrevious, let previous {
+      // The operation's own block goes back (a wrapper left in place when there was none is
+      // inert: it signals nobody twice and holds no job), and runs once.
+      operation.completionBlock = previous
+      previous()
+    }
+    if let first {
+      first.job.taskDidFinish(first)
     }
     for node in others {
       node.job.taskDidFinish(node)
