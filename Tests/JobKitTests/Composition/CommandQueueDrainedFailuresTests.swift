@@ -18,7 +18,9 @@ struct CommandQueueDrainedFailuresTests {
     override func operationStart() {
       started.open()
       Thread {
-        _ = self.release.wait()
+        // Long: under a ThreadSanitizer stall of a parallel run the test thread can take more
+        // than the default 30 s to cancel, and failing before the cancel is the control case.
+        _ = self.release.wait(timeout: 600)
         self.operationDone(error: ModelError(spec: 1))
       }.start()
     }
