@@ -122,11 +122,13 @@ extension JobController {
       let role = state.claimDrain(on: thread)
       return (actions, role, role == .drainer ? state.nextDrain(on: thread) : nil)
     }
-    if let timeout = actions.timeout {
-      timeout.cancel()
-    }
-    if !actions.admitted.isEmpty {
-      queueAdmitted(actions.admitted)
+    if let actions {
+      if let timeout = actions.timeout {
+        timeout.cancel()
+      }
+      if !actions.admitted.isEmpty {
+        queueAdmitted(actions.admitted)
+      }
     }
     if role == .drainer, first == nil { return }  // nothing left: the drainer was released
     drain(role, on: thread, first: first)

@@ -152,27 +152,32 @@ struct JobState {
 
   // MARK: Finishing tasks
 
-  struct FinishActions {
+  /// What a finished task leaves to do after the lock. A class, made only when there is
+  /// something: a plain task's `nil` is copied out of the lock for free.
+  final class FinishActions {
     /// A task of the same group admitted to the slot this one freed: the caller queues it.
-    var admitted: [Admission] = []
+    let admitted: [Admission]
     /// The task's armed timeout, to cancel.
-    var timeout: (any JobTimer)?
+    let timeout: (any JobTimer)?
+
+    init(admitted: [Admission], timeout: (any JobTimer)?) {
+      self.admitted = admitted
+      self.timeout = timeout
+    }
   }
 
   /// A tracked task finished (or, for a retried task, finished its last attempt). `now` is set
   /// when the task's events are observed; `report` is what the finishing thread read from it.
+  /// Returns `nil` when there is nothing to do after the lock (a plain task: no slot, no
+  /// timeout), so that the common case copies no arrays or existentials out of the lock.
   mutating func taskFinished(
     _ node: TrackedTask, at now: ContinuousClock.Instant? = nil, report: FinishReport? = nil
-  ) -> FinishActions {
-    guard let release = node.state.finish(report: report) else { return FinishActions() }
-    var actions = FinishActions()
-    if release.slot {
-      actions.admitted = releaseSlot(in: node.group)
-    }
-    actions.timeout = release.timer
+  ) -> FinishActions? {
+    guard let release = node.state.finish(report: report) else { return nil }
     node.timing?.finishedAt = now
     outbox.route(node)
-    return actions
+    guard release.slot || release.box != nil else { return nil }
+    return FinishActions(admitted: release.slot ? releaseSlot(in: node.group) : [], timeout: release.timer)
   }
 
   enum RoutingDecision {

@@ -7,12 +7,14 @@ final class TaskGroupEntry: @unchecked Sendable {
   let type: Operation.Type
   /// The group's name for events and failures (the type's name), made once.
   private(set) lazy var name = String(describing: type)
-  var unfinished = 0
+  /// Exclusivity unchecked (here and on `limit`, `running`): only touched under the job's lock,
+  /// and read or changed for every task.
+  @exclusivity(unchecked) var unfinished = 0
   private(set) var handler: (@Sendable () -> Void)?
   /// At most this many of the group's job-queued tasks execute at once (`nil`: no limit).
-  var limit: Int?
+  @exclusivity(unchecked) var limit: Int?
   /// How many of the group's tasks hold a slot.
-  var running = 0
+  @exclusivity(unchecked) var running = 0
   /// Tasks waiting for a slot, in tracking order, from `waitingHead` on.
   private var waiting: [TrackedTask] = []
   private var waitingHead = 0

@@ -11,7 +11,8 @@ class TrackedTask: OperationFinishObserver, OperationStartObserver, @unchecked S
   let job: JobController
   let group: TaskGroupEntry
   /// The tracked task until it has been routed; then `nil`, so the job no longer holds it.
-  var task: Operation?
+  /// Exclusivity unchecked: only touched under the job's lock or by its single router.
+  @exclusivity(unchecked) var task: Operation?
   /// The same task, never cleared; only read while the task is known to be alive (tracked, or
   /// finishing on the calling thread).
   unowned(unsafe) let operation: Operation
@@ -21,15 +22,16 @@ class TrackedTask: OperationFinishObserver, OperationStartObserver, @unchecked S
   /// instructions, on the finished-task path).
   @exclusivity(unchecked) var state = TaskState.tracked
   /// Links of the job's list of unfinished tasks (see `TaskRegistry`), guarded by its lock. The
-  /// list holds the nodes through `next`.
-  var next: TrackedTask?
-  unowned(unsafe) var previous: TrackedTask?
-  /// Set for a task tracked with a retry policy (before publication, in `makeNode`).
-  var retry: RetryAttempt?
+  /// list holds the nodes through `next`. Exclusivity unchecked: only touched under the lock.
+  @exclusivity(unchecked) var next: TrackedTask?
+  @exclusivity(unchecked) unowned(unsafe) var previous: TrackedTask?
+  /// Set for a task tracked with a retry policy (before publication, in `makeNode`); exclusivity
+  /// unchecked: never written after publication.
+  @exclusivity(unchecked) var retry: RetryAttempt?
   /// Set while events are listened to (before publication, in the job's `track` transition):
   /// the task's start and finish are timed. `nil` for a task nobody observes, so events cost
-  /// nothing when unused.
-  var timing: TaskTiming?
+  /// nothing when unused. Exclusivity unchecked: never written after publication.
+  @exclusivity(unchecked) var timing: TaskTiming?
 
   init(job: JobController, task: Operation, group: TaskGroupEntry) {
     self.job = job

@@ -185,8 +185,8 @@ struct JobStateTests {
         ObjectIdentifier(nodes[1].operation)
       ]
     #expect(check9)
-    let check10 =
-      state.taskFinished(nodes[1]).admitted.map { ObjectIdentifier($0.task) } == [ObjectIdentifier(nodes[2].operation)]
+    let admitted = state.taskFinished(nodes[1])?.admitted ?? []
+    let check10 = admitted.map { ObjectIdentifier($0.task) } == [ObjectIdentifier(nodes[2].operation)]
     #expect(check10)
     let check11 = state.registry.group(for: Alpha.self).running == 1
     #expect(check11)
@@ -202,7 +202,7 @@ struct JobStateTests {
     #expect(check13)
     let check14 = state.armedTask(of: node) === node.operation
     #expect(check14)
-    let check15 = state.taskFinished(node).timeout != nil
+    let check15 = state.taskFinished(node)?.timeout != nil
     #expect(check15)
     let check16 = state.armedTask(of: node) == nil
     #expect(check16)
