@@ -118,7 +118,9 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// Releases a hold taken with ``holdOpen()``. When the last one goes and nothing is tracked,
   /// routing resumes: ``allTasksFinished()`` runs again (on this thread, if nobody routes).
   func releaseHold() {
-    withJobState { $0.releaseHold() }
+    if jobState.withLock({ $0.releaseHold() }) {
+      route()
+    }
   }
 
   /// Adds the job to `queue` unless ``startJob()``, ``run()`` or a parent job's `trackAndQueue`
@@ -226,7 +228,8 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
     } else {
       stoppedBeforeMain()
     }
-    withJobState { $0.mainReturned() }
+    jobState.withLock { $0.mainReturned() }
+    route()
   }
 
   /// A job reacts to `cancel()` by cancelling its tasks (see the type's documentation); this hook
@@ -245,12 +248,13 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
     stop(.cancelled)
     _ = withJobState { $0.beginMain(on: currentThreadID()) }
     stoppedBeforeMain()
-    withJobState { $0.mainReturned() }
+    jobState.withLock { $0.mainReturned() }
+    route()
   }
 
   /// The job started after it was stopped, so `main()` does not run. Called on the starting
-  /// thread before `main()` counts as returned, so the job cannot finish before this returns;
-  /// never with a lock held. Lets a subclass finish work that `main()` would have started. Does nothing by
+  /// thread, which holds the router, so the job cannot finish before this returns; never with a
+  /// lock held. Lets a subclass finish work that `main()` would have started. Does nothing by
   /// default.
   func stoppedBeforeMain() {}
 

@@ -45,9 +45,7 @@
 /// finish or stop with no drain running costs one thread-specific read and two flag writes, and
 /// no allocation.
 enum ThreadDrain {
-  private typealias Finishes = [(
-    operation: ConcurrentOperation, observers: OperationState.Observers, error: (any Error)?
-  )]
+  private typealias Finishes = [(operation: ConcurrentOperation, observers: OperationState.Observers)]
 
   /// One thread's drains: whether each runs, and what was appended to it meanwhile.
   private struct ThreadState {
@@ -92,20 +90,20 @@ enum ThreadDrain {
 
   /// Tells `observers` that `operation` finished: now, or once the finish drain running on this
   /// thread told the observers it is telling. Called with no lock held.
-  static func notify(_ observers: OperationState.Observers, of operation: ConcurrentOperation, error: (any Error)?) {
+  static func notify(_ observers: OperationState.Observers, of operation: ConcurrentOperation) {
     if case .none = observers { return }
     let state = threadState()
     if state.pointee.isNotifying {
-      state.pointee.finishes.append((operation, observers, error))
+      state.pointee.finishes.append((operation, observers))
       return
     }
     state.pointee.isNotifying = true
-    observers.notifyEach { $0.operationDidFinish(operation, error: error) }
+    observers.notifyEach { $0.operationDidFinish(operation) }
     while !state.pointee.finishes.isEmpty {
       let batch = state.pointee.finishes
       state.pointee.finishes = []
-      for (finished, observers, error) in batch {
-        observers.notifyEach { $0.operationDidFinish(finished, error: error) }
+      for (finished, observers) in batch {
+        observers.notifyEach { $0.operationDidFinish(finished) }
       }
     }
     state.pointee.isNotifying = false
