@@ -24,12 +24,6 @@ extension Pipeline {
   }
 
   private func setCancelHandler(_ handler: PipelineHandler<Void>) -> Pipeline<Output> {
-    let (isSet, replaced) = withState { $0.setCancelHandler(handler) }
-    _ = replaced  // released after the lock: the user's earlier handler
-    if isSet {
-      return self
-    }
-    let error = PipelineState<Output>.cancelHandlerAfterStart
-    return Pipeline(plan: .unusable(error), handlers: PipelineHandlers(cancel: handler), stepExecutor: stepExecutor)
+    setHandler(\.cancelHandler, in: \.cancel, to: handler, afterStart: PipelineState<Output>.cancelHandlerAfterStart)
   }
 }

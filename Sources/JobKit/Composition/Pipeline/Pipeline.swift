@@ -216,13 +216,26 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
   }
 
   private func setErrorHandler(_ handler: PipelineHandler<any Error>) -> Pipeline<Output> {
-    let (isSet, replaced) = withState { $0.setErrorHandler(handler) }
+    setHandler(\.errorHandler, in: \.error, to: handler, afterStart: PipelineState<Output>.errorHandlerAfterStart)
+  }
+
+  /// Sets a handler (`onError`, `onCancelled`) before the start: returns this pipeline, or, on a
+  /// started one, a new pipeline with the handler that runs no step and fails with `afterStart`.
+  /// The replaced handler is released after the lock.
+  func setHandler<Argument>(
+    _ slot: WritableKeyPath<PipelineState<Output>, PipelineHandler<Argument>?>,
+    in handlersSlot: WritableKeyPath<PipelineHandlers, PipelineHandler<Argument>?>,
+    to handler: PipelineHandler<Argument>,
+    afterStart error: JobKitError
+  ) -> Pipeline<Output> {
+    let (isSet, replaced) = withState { $0.setHandler(slot, to: handler) }
     _ = replaced  // released after the lock: the user's earlier handler
     if isSet {
       return self
     }
-    let error = PipelineState<Output>.errorHandlerAfterStart
-    return Pipeline(plan: .unusable(error), handlers: PipelineHandlers(error: handler), stepExecutor: stepExecutor)
+    var handlers = PipelineHandlers()
+    handlers[keyPath: handlersSlot] = handler
+    return Pipeline(plan: .unusable(error), handlers: handlers, stepExecutor: stepExecutor)
   }
 
   // MARK: - Starting

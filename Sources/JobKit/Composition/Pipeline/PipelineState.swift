@@ -104,26 +104,30 @@ struct PipelineState<Output: Sendable> {
     return true
   }
 
-  /// `onError` was called. Returns `isSet` `true` if the handler was set, with the handler it
-  /// `replaced` (to release after the lock), or `false` if the pipeline already started and the
-  /// caller must return a failing pipeline.
-  mutating func setErrorHandler(
-    _ handler: PipelineHandler<any Error>
-  ) -> (isSet: Bool, replaced: PipelineHandler<any Error>?) {
+  /// `onError` or `onCancelled` was called: sets the handler in `slot`. Returns `isSet` `true`
+  /// if the handler was set, with the handler it `replaced` (to release after the lock), or
+  /// `false` if the pipeline already started and the caller must return a failing pipeline.
+  mutating func setHandler<Argument>(
+    _ slot: WritableKeyPath<Self, PipelineHandler<Argument>?>, to handler: PipelineHandler<Argument>
+  ) -> (isSet: Bool, replaced: PipelineHandler<Argument>?) {
     guard case .notStarted(_, submitted: false) = phase else { return (false, nil) }
-    let replaced = errorHandler
-    errorHandler = handler
+    let replaced = self[keyPath: slot]
+    self[keyPath: slot] = handler
     return (true, replaced)
   }
 
-  /// `onCancelled` was called: as `setErrorHandler(_:)`, for the cancellation handler.
+  /// `onError` was called (see ``setHandler(_:to:)``).
+  mutating func setErrorHandler(
+    _ handler: PipelineHandler<any Error>
+  ) -> (isSet: Bool, replaced: PipelineHandler<any Error>?) {
+    setHandler(\.errorHandler, to: handler)
+  }
+
+  /// `onCancelled` was called (see ``setHandler(_:to:)``).
   mutating func setCancelHandler(
     _ handler: PipelineHandler<Void>
   ) -> (isSet: Bool, replaced: PipelineHandler<Void>?) {
-    guard case .notStarted(_, submitted: false) = phase else { return (false, nil) }
-    let replaced = cancelHandler
-    cancelHandler = handler
-    return (true, replaced)
+    setHandler(\.cancelHandler, to: handler)
   }
 
   // MARK: Submitting
