@@ -67,12 +67,15 @@ struct ConcurrentGroupTests {
     #expect(await cancellable.startedLatch.opened())
     #expect(await stubborn.startedLatch.opened())
     group.cancel()
-    #expect(cancellable.isCancelled && stubborn.isCancelled && waiting.isCancelled)
+    // `waiting` may not be tracked yet (the group's `main()` tracks its tasks in order, and the
+    // first two can start before it gets to the third): a task tracked by a stopping group is
+    // cancelled then, so it is checked once the group finished.
+    #expect(cancellable.isCancelled && stubborn.isCancelled)
     #expect(await cancellable.finishedSoon())
     #expect(!group.isFinished)
     stubborn.finish()
     await #expect(throws: CancellationError.self) { try await group.run() }
-    #expect(waiting.isFinished && log.all.isEmpty)
+    #expect(waiting.isCancelled && waiting.isFinished && log.all.isEmpty)
   }
 
   /// MGCommandGroupSpec "should cancel execution": execute, then cancel at once: the group
