@@ -18,6 +18,22 @@ struct CommandQueueDrainedReportTests {
     failures.compactMap { ($0.error as? TestError)?.id }
   }
 
+  /// Registers a `drained()` caller that returns the handler calls made by then, then cancels
+  /// the queue's commands and adds a newer one.
+  private static func drainedCallThenCancelAndAdd(
+    to queue: CommandQueue,
+    reading calls: Locked<[[Int]]>
+  ) -> (waiter: Task<[[Int]], Never>, newer: ManualTask) {
+    let waiter = Task.immediate { () -> [[Int]] in
+      await queue.drained()
+      return calls.value
+    }
+    queue.cancelAll()
+    let newer = ManualTask("newer")
+    queue.add(newer)
+    return (waiter, newer)
+  }
+
   /// The handler runs (blocked on a thread of the test's own) when `drained()` is called: the
   /// call waits for it to return.
   @Test(arguments: [CommandQueue.Mode.sequential, .concurrent])
@@ -64,13 +80,7 @@ struct CommandQueueDrainedReportTests {
     #expect(await ignoring.startedLatch.opened())
     // Routed (so it counts as a failure of its burst, not a cancelled one) in both modes.
     #expect(await eventually { !queue.commands.contains(failing) })
-    let waiter = Task.immediate { () -> [[Int]] in
-      await queue.drained()
-      return calls.value
-    }
-    queue.cancelAll()
-    let newer = ManualTask("newer")
-    queue.add(newer)
+    let (waiter, newer) = Self.drainedCallThenCancelAndAdd(to: queue, reading: calls)
     if mode == .concurrent {
       #expect(await newer.startedLatch.opened())
     }
@@ -92,13 +102,7 @@ struct CommandQueueDrainedReportTests {
     let ignoring = ManualTask("ignores cancel", finishesOnCancel: false)
     queue.add(ignoring)
     #expect(await ignoring.startedLatch.opened())
-    let waiter = Task.immediate { () -> [[Int]] in
-      await queue.drained()
-      return calls.value
-    }
-    queue.cancelAll()
-    let newer = ManualTask("newer")
-    queue.add(newer)
+    let (waiter, newer) = Self.drainedCallThenCancelAndAdd(to: queue, reading: calls)
     #expect(await newer.startedLatch.opened())
     await onThread { ignoring.finish() }
     #expect(await waiter.value == [])

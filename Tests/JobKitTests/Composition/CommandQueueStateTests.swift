@@ -121,6 +121,21 @@ struct CommandQueueStateDrainTests {
     return count
   }
 
+  /// Registers `caller` as a `drained()` caller, then cancels the queue's commands and starts
+  /// `newer` as a new burst beside the running one.
+  private static func awaitDrain(
+    of state: inout CommandQueueState,
+    _ caller: CheckedContinuation<Void, Never>,
+    thenCancelAndStart newer: ConcurrentGroup
+  ) {
+    let id = state.makeDrainWaiter()
+    let registered = state.awaitDrain(id, caller)
+    #expect(registered)
+    _ = state.cancelAll()
+    _ = state.install(newer)
+    _ = state.addReturned(to: newer, accepted: true, installed: true)
+  }
+
   /// A queue with one started burst, and the drained handler set.
   private static func running(sequential: Bool = false) -> (CommandQueueState, ConcurrentGroup) {
     var state = CommandQueueState(isSequential: sequential)
@@ -174,12 +189,7 @@ struct CommandQueueStateDrainTests {
     var (state, older) = Self.running(sequential: sequential)
     let newer = ConcurrentGroup()
     let backs = await handBacks { caller in
-      let id = state.makeDrainWaiter()
-      let registered = state.awaitDrain(id, caller)
-      #expect(registered)
-      _ = state.cancelAll()
-      _ = state.install(newer)
-      _ = state.addReturned(to: newer, accepted: true, installed: true)
+      Self.awaitDrain(of: &state, caller, thenCancelAndStart: newer)
       let end = state.burstFinished(older, failures: [Self.failure])
       #expect(end.waiters.isEmpty && end.report?.failures.count == 1)
       #expect((end.start === newer) == sequential)
@@ -197,12 +207,7 @@ struct CommandQueueStateDrainTests {
     var (state, older) = Self.running()
     let newer = ConcurrentGroup()
     let backs = await handBacks { caller in
-      let id = state.makeDrainWaiter()
-      let registered = state.awaitDrain(id, caller)
-      #expect(registered)
-      _ = state.cancelAll()
-      _ = state.install(newer)
-      _ = state.addReturned(to: newer, accepted: true, installed: true)
+      Self.awaitDrain(of: &state, caller, thenCancelAndStart: newer)
       let end = state.burstFinished(older, failures: [])
       #expect(end.report == nil)
       return end.waiters

@@ -22,6 +22,18 @@ final class CancellationCounter: @unchecked Sendable {
   }
 
   var count: Int { calls.value }
+
+  /// Watches `group`, starts it, cancels `first` once it started (for the group, a task that
+  /// cancelled itself) and waits for the group to finish.
+  static func startCancellingFirst(_ group: GroupJob, first: TestTask) async -> CancellationCounter {
+    let counter = CancellationCounter()
+    counter.watch(group)
+    group.startJob()
+    #expect(await first.startedLatch.opened())
+    first.cancel()
+    #expect(await group.finishedSoon())
+    return counter
+  }
 }
 
 /// Issue 20, item 1: a task that cancels itself cancels its composite (CompositeOperations). Each
@@ -117,12 +129,7 @@ struct GroupSelfCancelTests {
     }
     let group: GroupJob =
       kind == .sequential ? SequentialGroup(taking: tasks) : ConcurrentGroup(taking: tasks, maxRunning: 1)
-    let counter = CancellationCounter()
-    counter.watch(group)
-    group.startJob()
-    #expect(await first.startedLatch.opened())
-    first.cancel()
-    #expect(await group.finishedSoon())
+    let counter = await CancellationCounter.startCancellingFirst(group, first: first)
     #expect(group.isCancelled && group.error == nil)
     #expect(made.value == 1)
     #expect(counter.count == 1)
@@ -208,12 +215,7 @@ struct GroupSelfCancelTests {
     let group = kind.make([first, second])
     #expect(group.propagatesTaskCancellation)
     group.propagatesTaskCancellation = false
-    let counter = CancellationCounter()
-    counter.watch(group)
-    group.startJob()
-    #expect(await first.startedLatch.opened())
-    first.cancel()
-    #expect(await group.finishedSoon())
+    let counter = await CancellationCounter.startCancellingFirst(group, first: first)
     #expect(ran.value)
     #expect(!group.isCancelled && group.error == nil)
     #expect(counter.count == 0)
