@@ -1,8 +1,8 @@
 /// What a pipeline's steps consult between two steps.
 protocol PipelineCheckpoint: AnyObject, Sendable {
   /// Throws `CancellationError` when the pipeline was cancelled, so that the next step does not
-  /// run. Called before every step, in the pipeline's Swift task.
-  func checkpoint() throws
+  /// run, and waits while it is suspended. Called before every step, in the pipeline's Swift task.
+  func checkpoint() async throws
 }
 
 /// The state of one ``Pipeline``, changed only by the pure transitions below, under the
@@ -98,7 +98,7 @@ struct PipelineState<Output: Sendable> {
     phase = .notStarted(
       .steps { checkpoint in
         let input = try await previous(checkpoint)
-        try checkpoint.checkpoint()
+        try await checkpoint.checkpoint()
         return try await body(input)
       }, submitted: false)
     return true

@@ -16,10 +16,37 @@ extension ConcurrentOperation {
   /// waited for the resume. Also used by a job that stops while suspended, so a start that
   /// waited does not wait for a resume that may never come.
   func applyResume() {
-    guard case .resumed(let change, let runsStart, let observer) = state.withLock({ $0.resume() }) else { return }
+    guard case .resumed(let change, let runsStart, let observer, let waiters) = state.withLock({ $0.resume() }) else {
+      return
+    }
     suspensionChanged(to: change.isSuspended, generation: change.generation)
+    for waiter in waiters {
+      waiter.resume()
+    }
     if runsStart {
       runStart(telling: observer)
+    }
+  }
+
+  /// Whether a cancel was recorded, and whether the operation is suspended, read under one lock.
+  var cancelAndSuspension: (cancelled: Bool, suspended: Bool) {
+    state.withLock { ($0.isCancelRecorded, $0.suspension.isSuspended) }
+  }
+
+  /// Suspends the calling Swift task while the operation is suspended: returns at once if it is
+  /// not, else at the resume, or when the Swift task is cancelled. For subclasses whose work is
+  /// async and pauses between steps (a pipeline); a `cancel()` alone does not wake the waiter,
+  /// so such a subclass cancels its Swift task in `operationCancelled()`.
+  func waitWhileSuspended() async {
+    let id = state.withLock { $0.nextWaiterID() }
+    await withTaskCancellationHandler {
+      await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        if !state.withLock({ $0.addWaiter(id, continuation) }) {
+          continuation.resume()
+        }
+      }
+    } onCancel: {
+      state.withLock { $0.cancelWaiter(id) }?.resume()
     }
   }
 }

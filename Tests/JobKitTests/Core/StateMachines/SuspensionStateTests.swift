@@ -19,7 +19,7 @@ struct SuspensionStateTests {
     let suspended = state.suspend()
     #expect(suspended == .init(isSuspended: true, generation: 1))
     #expect(state.suspend() == nil)  // idempotent
-    guard case .resumed(let change, let runsStart, _) = state.resume() else {
+    guard case .resumed(let change, let runsStart, _, _) = state.resume() else {
       Issue.record("resume changed nothing")
       return
     }
@@ -46,7 +46,7 @@ struct SuspensionStateTests {
       Issue.record("a second start was accepted")
       return
     }
-    guard case .resumed(_, let runsStart, _) = state.resume() else {
+    guard case .resumed(_, let runsStart, _, _) = state.resume() else {
       Issue.record("resume changed nothing")
       return
     }
