@@ -3,7 +3,8 @@
 /// subclasses react through `suspensionChanged(to:generation:)`.
 extension ConcurrentOperation {
   /// Whether the operation is suspended: ``ConcurrentOperation/suspend()`` was called and neither
-  /// ``ConcurrentOperation/resume()`` nor `cancel()` since. Safe to read from any thread.
+  /// ``ConcurrentOperation/resume()`` nor `cancel()` since, and the operation has not finished.
+  /// Safe to read from any thread.
   public var isSuspended: Bool { state.withLock { $0.suspension.isSuspended } }
 
   /// What `suspend()` does: records the flag, then tells the subclass hook, after the lock.

@@ -189,6 +189,7 @@ struct OperationState {
       return .misuse(.finishedTwice)
     case .starting, .running:
       phase = .finished
+      suspension.isSuspended = false  // a finished operation is not suspended
       self.error = error
       let toNotify = observers
       observers = .none
