@@ -27,7 +27,9 @@ import Foundation
 /// ### Lifecycle and threads
 /// - ``operationStart()`` is called at most once, on the thread that called `start()` (a queue's
 ///   worker thread), and never if the operation was cancelled before it started: such an operation
-///   finishes at once, with ``error`` `nil` and `isCancelled` `true`.
+///   finishes at once, with ``error`` `nil` and `isCancelled` `true`. If the operation was
+///   suspended when started (``suspend()``), it is called later, on the thread that calls
+///   ``resume()``, or never if a cancel comes first.
 /// - ``operationCancelled()`` is called at most once, only for an operation that started and has
 ///   not finished, never at the same time as ``operationStart()``: a `cancel()` that arrives while
 ///   ``operationStart()`` runs is delivered right after it returns.
@@ -150,8 +152,9 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
   /// Override to begin the operation's work; call ``operationDone(error:)`` when it is done,
   /// from this method or later from any thread.
   ///
-  /// Called at most once, on the thread that started the operation, and not at all if the
-  /// operation was cancelled before it started. The default implementation finishes at once.
+  /// Called at most once, on the thread that started the operation (or, for an operation
+  /// suspended when started, on the thread that resumed it), and not at all if the operation was
+  /// cancelled before it started. The default implementation finishes at once.
   open func operationStart() {
     operationDone()
   }
