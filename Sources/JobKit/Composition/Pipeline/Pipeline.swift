@@ -146,7 +146,7 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
     _ body: @escaping @Sendable () async throws -> Output
   ) -> PipelineState<Output>.Steps {
     { checkpoint in
-      try await checkpoint.checkpoint()
+      if try checkpoint.checkpoint() { try await checkpoint.waitUntilResumed() }
       return try await body()
     }
   }
@@ -183,7 +183,7 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
     case .steps(let previous):
       plan = .steps { checkpoint in
         let input = try await previous(checkpoint)
-        try await checkpoint.checkpoint()
+        if try checkpoint.checkpoint() { try await checkpoint.waitUntilResumed() }
         return try await body(input)
       }
     case .unusable(let error):
