@@ -49,6 +49,32 @@ struct DeepNestingTests {
     await #expect(throws: CancellationError.self) { _ = try await finishes(root, startingIt: false) }
   }
 
+  /// Suspending the root of `deepNestingLevels` nested jobs (100,000 in CI) suspends every level
+  /// down to the deepest task before `suspend()` returns, and `resume()` resumes them all, level
+  /// after level on the calling thread's step drain rather than nested on its stack (issue 20).
+  @Test func suspendingAndResumingAHundredThousandNestedJobs() async throws {
+    let levels = deepNestingLevels
+    let deepest = ManualTask("deepest")
+    let root = ChainJob(
+      below: levels - 1, queue: ChainJob.sharedQueue, probe: StackProbe(),
+      leaf: { job in job.trackAndQueue(deepest) })
+    root.startJob()
+    #expect(await deepest.startedLatch.waitOpen(timeout: 120))
+    // On threads of their own, like the finish above: each walks the whole chain.
+    #expect(
+      await onThread {
+        root.suspend()
+        return deepest.isSuspended
+      })
+    #expect(
+      await onThread {
+        root.resume()
+        return !deepest.isSuspended
+      })
+    Thread { deepest.finish() }.start()
+    #expect(try await finishes(root, startingIt: false))
+  }
+
   /// The iterative sum weighs each level as the recursive one did: a nested job counts as one
   /// task of its parent, split among its own tasks.
   @Test func aNestedJobCountsAsOneTaskOfItsParentSplitAmongItsOwn() async throws {

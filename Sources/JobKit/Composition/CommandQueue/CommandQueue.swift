@@ -38,8 +38,9 @@ import Foundation
 /// ``onDrained`` is called with them first. That is the one call made while commands still run.
 ///
 /// ### Pause and cancel
-/// ``pause()`` lets the running commands finish but starts no new one until ``resume()``;
-/// commands added meanwhile wait. The queue does not drain while commands wait. ``cancelAll()``
+/// ``pause()`` (or its synonym ``suspend()``, CompositeOperations' spelling) lets the running
+/// commands finish but starts no new one until ``resume()``; commands added meanwhile wait.
+/// Running commands are not suspended themselves: the queue only holds back new starts. The queue does not drain while commands wait. ``cancelAll()``
 /// cancels every command added so far: running ones as `cancel()` does, waiting ones so they
 /// finish without running. Commands added later run as usual (in sequential mode, once the
 /// cancelled commands finished: one that ignores the cancel is waited for). A command added
@@ -90,6 +91,14 @@ public final class CommandQueue: Sendable, OperationFinishObserver {
 
   /// Whether the queue is paused.
   public var isPaused: Bool { state.withLock { $0.isPaused } }
+
+  /// The same as ``isPaused`` (CompositeOperations' `isSuspended`).
+  public var isSuspended: Bool { isPaused }
+
+  /// The same as ``pause()`` (CompositeOperations' `suspend`): ``resume()`` ends it.
+  public func suspend() {
+    pause()
+  }
 
   /// Stops starting commands: running ones go on, the others wait until ``resume()``.
   public func pause() {

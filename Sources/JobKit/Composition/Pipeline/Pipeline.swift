@@ -146,7 +146,7 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
     _ body: @escaping @Sendable () async throws -> Output
   ) -> PipelineState<Output>.Steps {
     { checkpoint in
-      try checkpoint.checkpoint()
+      if try checkpoint.checkpoint() { try await checkpoint.waitUntilResumed() }
       return try await body()
     }
   }
@@ -183,7 +183,7 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
     case .steps(let previous):
       plan = .steps { checkpoint in
         let input = try await previous(checkpoint)
-        try checkpoint.checkpoint()
+        if try checkpoint.checkpoint() { try await checkpoint.waitUntilResumed() }
         return try await body(input)
       }
     case .unusable(let error):
@@ -381,18 +381,6 @@ extension Pipeline: SelfSubmitting {
   func submitUnlessQueued() {
     if withState({ $0.submitForRun() }), claimQueue() {
       JobController.sharedJobQueue.addOperation(self)
-    }
-  }
-}
-
-extension Pipeline: PipelineCheckpoint {
-  /// Reads the cancel recorded by ``ConcurrentOperation`` (which `cancel()` records before it
-  /// returns): a `cancel()` that returned before a step's checkpoint keeps that step from
-  /// running, even while its delivery to ``operationCancelled()`` waits for
-  /// ``operationStart()`` to return.
-  func checkpoint() throws {
-    if isCancelRecorded {
-      throw CancellationError()
     }
   }
 }

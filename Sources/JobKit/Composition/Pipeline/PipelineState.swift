@@ -1,8 +1,14 @@
 /// What a pipeline's steps consult between two steps.
 protocol PipelineCheckpoint: AnyObject, Sendable {
   /// Throws `CancellationError` when the pipeline was cancelled, so that the next step does not
-  /// run. Called before every step, in the pipeline's Swift task.
-  func checkpoint() throws
+  /// run; returns `true` when it is suspended: the caller then awaits `waitUntilResumed()`
+  /// before the step (a plain call on the usual path, an `await` only when suspended). Called
+  /// before every step, in the pipeline's Swift task.
+  func checkpoint() throws -> Bool
+
+  /// Waits until the pipeline is resumed, then checks again as `checkpoint()` does; throws
+  /// `CancellationError` if it was cancelled meanwhile.
+  func waitUntilResumed() async throws
 }
 
 /// The state of one ``Pipeline``, changed only by the pure transitions below, under the
@@ -98,7 +104,7 @@ struct PipelineState<Output: Sendable> {
     phase = .notStarted(
       .steps { checkpoint in
         let input = try await previous(checkpoint)
-        try checkpoint.checkpoint()
+        if try checkpoint.checkpoint() { try await checkpoint.waitUntilResumed() }
         return try await body(input)
       }, submitted: false)
     return true

@@ -46,6 +46,9 @@ extension JobController {
     for task in actions.cancel {
       task.cancel()
     }
+    if !actions.admitted.isEmpty {
+      queueAdmitted(actions.admitted)
+    }
     if actions.route {
       route()
     }

@@ -191,6 +191,10 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// own before the job can finish overrides it and calls `super`; never with a lock held.
   func failureRequested(_ error: any Error) {
     stop(.failed(error))
+    // A start that waited for a resume runs now: stopped, the job finishes without `main()`.
+    if isSuspended {
+      applyResume()
+    }
   }
 
   // MARK: - Callbacks (override points)
@@ -238,6 +242,12 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
 
   override func cancellationRequested() {
     stop(.cancelled)
+  }
+
+  /// Holds back or lets go the tasks the job queues, and suspends or resumes its children (see
+  /// `JobState+Suspension.swift`).
+  override func suspensionChanged(to isSuspended: Bool, generation: UInt64) {
+    applyJobSuspension(isSuspended, generation: generation)
   }
 
   override func startCancelled() {

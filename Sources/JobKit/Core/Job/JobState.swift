@@ -28,6 +28,8 @@ struct JobState {
   /// Holds taken with `holdOpen()`: while one is out, the job does not finish, even with nothing
   /// tracked; `allTasksFinished()` runs again once the last is released.
   private(set) var holds = 0
+  /// Tasks held back while the job is suspended (`JobState+Suspension.swift`).
+  var suspension = JobSuspension()
 
   // MARK: Submission and start
 
@@ -91,7 +93,7 @@ struct JobState {
     }
     var queueNow = queue != nil
     var waitsForSlot = false
-    if let queue, node.group.limit != nil {
+    if let queue, node.group.limit != nil || suspension.isSuspended {
       node.extrasForUpdate().pendingQueue = queue
       queueNow = false
       waitsForSlot = true
@@ -353,12 +355,16 @@ struct JobState {
     var route = false
     /// The stop was recorded now, with tasks still tracked: the caller arms the grace period.
     var armsGrace = false
+    /// Tasks a suspension held back, let go by the stop: the caller queues them after the
+    /// cancels, so they finish without running.
+    var admitted: [Admission] = []
   }
 
   /// Stops the job (first reason wins). Returns what the caller must cancel or release.
   mutating func stop(_ reason: Stop) -> StopActions {
     var actions = StopActions()
     guard phase.recordStop(reason) else { return actions }
+    actions.admitted = endSuspensionForStop()
     actions.armsGrace = cancellationGracePeriod != nil && !registry.isEmpty
     var retriesEnded: [TrackedTask] = []
     for node in registry.nodes where !node.isSignalled {

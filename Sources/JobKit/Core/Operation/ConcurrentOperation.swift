@@ -27,7 +27,9 @@ import Foundation
 /// ### Lifecycle and threads
 /// - ``operationStart()`` is called at most once, on the thread that called `start()` (a queue's
 ///   worker thread), and never if the operation was cancelled before it started: such an operation
-///   finishes at once, with ``error`` `nil` and `isCancelled` `true`.
+///   finishes at once, with ``error`` `nil` and `isCancelled` `true`. If the operation was
+///   suspended when started (``suspend()``), it is called later, on the thread that calls
+///   ``resume()``, or never if a cancel comes first.
 /// - ``operationCancelled()`` is called at most once, only for an operation that started and has
 ///   not finished, never at the same time as ``operationStart()``: a `cancel()` that arrives while
 ///   ``operationStart()`` runs is delivered right after it returns.
@@ -79,12 +81,26 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
       return
     case .run(let observer):
       postExecutingChange()
-      observer?.operationDidStart(self)
-      operationStart()
+      runStart(telling: observer)
     case .skipCancelled:
       postExecutingChange()
       startCancelled()
+      startReturned()
+    case .deferred:
+      // Suspended: `resume()` (or a cancel) runs the start, maybe on another thread already.
+      postExecutingChange()
     }
+  }
+
+  /// Runs ``operationStart()`` (after telling the start observer), then delivers a cancel that
+  /// arrived meanwhile. On `start()`'s thread, or on `resume()`'s for a deferred start.
+  func runStart(telling observer: (any OperationStartObserver)?) {
+    observer?.operationDidStart(self)
+    operationStart()
+    startReturned()
+  }
+
+  private func startReturned() {
     if state.withLock({ $0.operationStartReturned() }) {
       operationCancelled()
     }
@@ -97,9 +113,38 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
   public final override func cancel() {
     super.cancel()
     cancellationRequested()
-    if state.withLock({ $0.cancel() }) {
+    switch state.withLock({ $0.cancel() }) {
+    case .none:
+      break
+    case .deliver:
       operationCancelled()
+    case .finishDeferred(let dropped):
+      _ = dropped  // released here, after the lock
+      startCancelled()
+      startReturned()
     }
+  }
+
+  /// Suspends the operation: if its queue starts it while suspended, ``operationStart()`` waits
+  /// until ``resume()`` (the operation counts as executing and keeps its queue slot meanwhile);
+  /// if it runs already, it goes on, unless the subclass pauses it (override and call `super`,
+  /// or read ``isSuspended``). A ``JobController`` also holds back the tasks it would queue and
+  /// suspends its tracked child operations (see <doc:PoliciesAndObservation>).
+  ///
+  /// Safe from any thread; idempotent. Does nothing on a finished or cancelled operation. A
+  /// `cancel()` ends the suspension: a deferred operation then finishes at once, cancelled.
+  /// Overrides must call `super`.
+  open func suspend() {
+    applySuspend()
+  }
+
+  /// Ends a ``suspend()``: a start that waited runs now, on the calling thread, before `resume()`
+  /// returns; a ``JobController`` queues the tasks it held back and resumes its children.
+  ///
+  /// Safe from any thread; a no-op unless suspended (so on a finished or cancelled operation).
+  /// Overrides must call `super`.
+  open func resume() {
+    applyResume()
   }
 
   // MARK: - Subclass contract
@@ -107,8 +152,9 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
   /// Override to begin the operation's work; call ``operationDone(error:)`` when it is done,
   /// from this method or later from any thread.
   ///
-  /// Called at most once, on the thread that started the operation, and not at all if the
-  /// operation was cancelled before it started. The default implementation finishes at once.
+  /// Called at most once, on the thread that started the operation (or, for an operation
+  /// suspended when started, on the thread that resumed it), and not at all if the operation was
+  /// cancelled before it started. The default implementation finishes at once.
   open func operationStart() {
     operationDone()
   }
@@ -161,6 +207,12 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
   /// Called (on every `cancel()`) before ``operationCancelled()``; lets a job cancel its tasks
   /// even while its `main()` runs. Must be idempotent.
   func cancellationRequested() {}
+
+  /// Called after ``suspend()`` or ``resume()`` changed ``isSuspended`` (never for a cancel), with
+  /// no lock held, with that change's generation: changes racing on other threads may arrive out
+  /// of order, and the subclass drops one older than the last it applied. Does nothing by
+  /// default.
+  func suspensionChanged(to isSuspended: Bool, generation: UInt64) {}
 
   /// Called instead of ``operationStart()`` when the operation was cancelled before it started.
   func startCancelled() {

@@ -30,6 +30,9 @@ struct OperationState {
     case starting(cancelPending: Bool)
     /// `operationStart()` returned; waiting for `operationDone`.
     case running(cancelDelivered: Bool)
+    /// Started by its queue while suspended: `operationStart()` waits for `resume()` (see
+    /// `OperationState+Suspension.swift`); the operation counts as executing meanwhile.
+    case deferred
     case finished
 
     var isIdle: Bool {
@@ -78,10 +81,12 @@ struct OperationState {
   /// A job claimed the right to add the operation to a queue (see `addObserver(_:claimingQueue:)`).
   var queueClaimed = false
   var misuses: [JobKitError] = []
+  /// `suspend()` / `resume()` (see `OperationState+Suspension.swift`).
+  var suspension = OperationSuspension()
 
   var isExecuting: Bool {
     switch phase {
-    case .starting, .running: return true
+    case .starting, .running, .deferred: return true
     case .idle, .finished: return false
     }
   }
@@ -92,7 +97,7 @@ struct OperationState {
   var isCancelRecorded: Bool {
     switch phase {
     case .idle(cancelled: true), .starting(cancelPending: true), .running(cancelDelivered: true): return true
-    case .idle, .starting, .running, .finished: return false
+    case .idle, .starting, .running, .deferred, .finished: return false
     }
   }
 
@@ -104,12 +109,18 @@ struct OperationState {
     /// reference to a job) happens after the lock.
     case skipCancelled(dropped: (any OperationStartObserver)?)
     case alreadyStarted
+    /// Suspended: `operationStart()` waits for `resume()` (or a cancel); nothing to do now.
+    case deferred
   }
 
   /// `start()` was called. Whatever it returns (but `alreadyStarted`), the start observer is
   /// taken out of the state: an operation is started once, so it is never needed again.
   mutating func start(isCancelled: Bool) -> StartAction {
     guard case .idle(let cancelledWhileIdle) = phase else { return .alreadyStarted }
+    if suspension.isSuspended, !isCancelled, !cancelledWhileIdle {
+      phase = .deferred
+      return .deferred
+    }
     phase = .starting(cancelPending: false)
     let observer = startObserver
     startObserver = nil
@@ -119,7 +130,7 @@ struct OperationState {
 
   /// Registers the start observer. Returns `false` when the operation already started.
   mutating func setStartObserver(_ observer: any OperationStartObserver) -> Bool {
-    guard phase.isIdle else { return false }
+    guard phase.isIdle || phase == .deferred else { return false }
     startObserver = observer
     return true
   }
@@ -132,20 +143,36 @@ struct OperationState {
     return cancelPending
   }
 
-  /// `cancel()` was called. Returns `true` when `operationCancelled()` must be called now.
-  mutating func cancel() -> Bool {
+  enum CancelAction {
+    case none
+    /// Call `operationCancelled()` now.
+    case deliver
+    /// The operation waited for `resume()` to start: finish it now, as a cancelled start
+    /// (`start()`'s `skipCancelled` path), on the cancelling thread. `dropped`: as for
+    /// `StartAction.skipCancelled`.
+    case finishDeferred(dropped: (any OperationStartObserver)?)
+  }
+
+  /// `cancel()` was called. Ends a suspension (a cancelled operation is not suspended).
+  mutating func cancel() -> CancelAction {
+    suspension.isSuspended = false
     switch phase {
+    case .deferred:
+      phase = .starting(cancelPending: false)
+      let observer = startObserver
+      startObserver = nil
+      return .finishDeferred(dropped: observer)
     case .starting:
       phase = .starting(cancelPending: true)
-      return false
+      return .none
     case .running(cancelDelivered: false):
       phase = .running(cancelDelivered: true)
-      return true
+      return .deliver
     case .idle:
       phase = .idle(cancelled: true)
-      return false
+      return .none
     case .running(cancelDelivered: true), .finished:
-      return false
+      return .none
     }
   }
 
@@ -156,12 +183,13 @@ struct OperationState {
 
   mutating func finish(error: (any Error)?) -> FinishAction {
     switch phase {
-    case .idle:
+    case .idle, .deferred:
       return .misuse(.finishedBeforeStart)
     case .finished:
       return .misuse(.finishedTwice)
     case .starting, .running:
       phase = .finished
+      suspension.isSuspended = false  // a finished operation is not suspended
       self.error = error
       let toNotify = observers
       observers = .none

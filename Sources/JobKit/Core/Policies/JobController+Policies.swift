@@ -195,3 +195,31 @@ extension JobController {
     )
   }
 }
+
+/// Suspension (``ConcurrentOperation/suspend()``): the job's side, after its operation's flag
+/// changed (see `JobState+Suspension.swift`).
+extension JobController {
+  /// Applies change number `generation` of the job's suspension: queues the tasks a resume lets
+  /// go, and tells the children if this thread becomes their deliverer.
+  func applyJobSuspension(_ isSuspended: Bool, generation: UInt64) {
+    let actions = jobState.withLock { $0.setSuspended(isSuspended, generation: generation) }
+    if !actions.admitted.isEmpty {
+      queueAdmitted(actions.admitted)
+    }
+    if actions.deliversToChildren {
+      deliverSuspensionToChildren()
+    }
+  }
+
+  /// Tells the children the job's latest state, as steps of this thread's step drain
+  /// (`ThreadDrain.carryOut(_:)`), so a tree of nested jobs is suspended in constant stack; the
+  /// last step looks again, until the children were told the latest state.
+  private func deliverSuspensionToChildren() {
+    guard let (suspend, children) = jobState.withLock({ $0.nextChildDelivery() }) else { return }
+    var steps: [() -> Void] = children.map { child in
+      suspend ? { child.suspend() } : { child.resume() }
+    }
+    steps.append { self.deliverSuspensionToChildren() }
+    ThreadDrain.carryOut(steps)
+  }
+}

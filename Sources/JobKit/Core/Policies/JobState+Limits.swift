@@ -12,6 +12,10 @@ extension JobState {
   /// nobody waits for one (returns `true`: the caller queues it), else waits in line (`false`).
   mutating func admitOrWait(_ node: TrackedTask) -> Bool {
     guard !node.isSignalled else { return false }
+    if suspension.isSuspended {
+      suspension.waiting.append(node)
+      return false
+    }
     let group = node.group
     guard let limit = group.limit else { return true }
     if group.running < limit, group.waitingCount == 0 {
@@ -30,6 +34,7 @@ extension JobState {
   mutating func setLimit(_ limit: Int, for type: Operation.Type) -> [Admission] {
     let group = registry.group(for: type)
     group.limit = limit
+    guard !suspension.isSuspended else { return [] }
     return admissions(group.admitWaiting())
   }
 
@@ -39,10 +44,11 @@ extension JobState {
     guard let extras = node.extras, extras.holdsSlot else { return [] }
     extras.holdsSlot = false
     node.group.running -= 1
+    guard !suspension.isSuspended else { return [] }
     return admissions(node.group.admitWaiting())
   }
 
-  private func admissions(_ nodes: [TrackedTask]) -> [Admission] {
+  func admissions(_ nodes: [TrackedTask]) -> [Admission] {
     nodes.compactMap { node in
       guard let task = node.task, let queue = node.extras?.pendingQueue else { return nil }
       return (task, queue)

@@ -27,8 +27,8 @@ struct OperationStateStartObserverTests {
     case .skipCancelled(let dropped):
       // Handed out so that its release (it holds the job) happens after the lock.
       #expect(cancelledFirst && dropped === observer)
-    case .alreadyStarted:
-      Issue.record("started twice")
+    case .alreadyStarted, .deferred:
+      Issue.record("started twice, or deferred though not suspended")
     }
     #expect(state.startObserver == nil)
   }

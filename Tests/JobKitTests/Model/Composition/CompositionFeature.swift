@@ -27,6 +27,8 @@ enum CompositionFeature: String, CaseIterable, Sendable, Comparable {
   /// A queue's runner resumes it from another thread while it still adds commands (else after
   /// the last add, on its own thread).
   case resumeRacingAdds
+  /// `suspend()`, then `resume()`, on any node's operation (issue 20: nothing is lost or hangs).
+  case suspendStorms
 
   static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
 

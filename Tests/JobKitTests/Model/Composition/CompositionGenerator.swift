@@ -151,6 +151,7 @@ private struct TreeGenerator {
     let target = random.pick(nodes)
     var actions: [StormAction] = []
     if has(.cancelStorms) { actions.append(.cancel(target.id)) }
+    if has(.suspendStorms) { actions.append(.suspend(target.id)) }
     switch target.kind {
     case .sequential, .concurrent, .job, .dispatch:
       if has(.failStorms) { actions.append(.fail(target.id)) }
@@ -164,7 +165,10 @@ private struct TreeGenerator {
 
   /// Leaves out a storm whose race window belongs to a feature that is off.
   private func allowed(_ storm: StormPlan, nodes: [NodePlan], all: [StormPlan]) -> Bool {
-    if case .pause = storm.action { return true }
+    switch storm.action {
+    case .pause, .suspend: return true
+    default: break
+    }
     guard let target = nodes.first(where: { $0.id == storm.action.target }) else { return false }
     let below = target.all
     let pausedQueues = Set(all.compactMap { if case .pause(let id) = $0.action { return id } else { return nil } })

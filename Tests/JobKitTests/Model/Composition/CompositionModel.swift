@@ -73,7 +73,7 @@ struct CompositionModel {
       case .fail(let node):
         stopped.insert(node)
         failed.insert(node)
-      case .pause: break
+      case .pause, .suspend: break
       }
     }
     // A node that ends cancelled, not by its parent, cancels a parent group (issue 20: a task

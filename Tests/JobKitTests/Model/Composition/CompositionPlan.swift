@@ -117,10 +117,12 @@ enum StormAction: Sendable, Equatable, CustomStringConvertible {
   case cancelAll(Int)
   /// `pause()`, then `resume()` after `yields` yields, on a queue node's `CommandQueue`.
   case pause(Int)
+  /// `suspend()`, then `resume()` after `yields` yields, on the node's operation.
+  case suspend(Int)
 
   var target: Int {
     switch self {
-    case .cancel(let id), .fail(let id), .cancelAll(let id), .pause(let id): return id
+    case .cancel(let id), .fail(let id), .cancelAll(let id), .pause(let id), .suspend(let id): return id
     }
   }
 
@@ -130,6 +132,7 @@ enum StormAction: Sendable, Equatable, CustomStringConvertible {
     case .fail(let id): return "fail n\(id)"
     case .cancelAll(let id): return "cancelAll n\(id)"
     case .pause(let id): return "pause n\(id)"
+    case .suspend(let id): return "suspend n\(id)"
     }
   }
 }

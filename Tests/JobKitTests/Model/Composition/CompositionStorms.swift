@@ -48,6 +48,11 @@ enum CompositionStorms {
       queue.pause()
       for _ in 0..<storm.yields { sched_yield() }
       queue.resume()
+    case .suspend(let node):
+      guard let operation = log.target(node) as? ConcurrentOperation else { return }
+      operation.suspend()
+      for _ in 0..<storm.yields { sched_yield() }
+      operation.resume()
     }
   }
 }

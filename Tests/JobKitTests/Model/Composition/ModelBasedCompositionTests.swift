@@ -5,7 +5,7 @@ import Testing
 /// The model-based random test of the composition layer (issue 23): seeded random trees mixing
 /// `CompositionJob`s (JobController), `ConcurrentGroup`, `SequentialGroup`, `Pipeline`,
 /// `CommandQueue` (both modes, paused adds) and `CommandMap` dispatches, nested both ways, with
-/// retries, timeouts and limits, and cancel, fail, cancelAll and pause storms from other threads
+/// retries, timeouts and limits, and cancel, fail, cancelAll, pause and suspend storms from other threads
 /// at random moments; checked against `CompositionModel`.
 ///
 /// Settings: those of `ModelBasedConfig` (`JOBKIT_SEED`, `JOBKIT_MODEL_WORKFLOWS`,

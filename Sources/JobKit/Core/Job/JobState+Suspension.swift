@@ -1,0 +1,98 @@
+/// A suspended job (``ConcurrentOperation/suspend()`` on a ``JobController``): the tasks it would
+/// queue wait here, tracked, until it is resumed; its children are told to suspend and resume.
+///
+/// The job's own ``OperationState`` holds the flag users see; each change reaches the job with a
+/// generation (`setSuspended(_:generation:)`), so a stale change arriving late is dropped. The
+/// children are told by one thread at a time (`isDelivering`), which loops until they were told
+/// the latest state, so racing suspends and resumes leave them as the job is.
+struct JobSuspension {
+  var isSuspended = false
+  /// The generation of the last change applied.
+  var generation: UInt64 = 0
+  /// Job-queued tasks tracked while suspended, observed and waiting for the resume (or a stop),
+  /// in tracking order.
+  var waiting: [TrackedTask] = []
+  /// What the children were last told (`true`: suspend).
+  var childrenSuspended = false
+  /// A thread is telling the children (see `nextChildDelivery()`).
+  var isDelivering = false
+}
+
+/// Suspension: the job-queued tasks tracked while suspended wait like tasks waiting for a group
+/// slot (`JobState+Limits.swift`): a `track` hands them to `admitOrWait` once observed, which
+/// parks them in `suspension.waiting`; no slot is given while suspended. A resume admits them in
+/// order (limits first: tasks that waited for a slot before the suspension keep their place); a
+/// stop ends the suspension the same way, after cancelling them, so they finish without running.
+extension JobState {
+  struct SuspensionActions {
+    /// Tasks admitted by a resume: the caller queues them.
+    var admitted: [Admission] = []
+    /// The caller tells the children: it calls `nextChildDelivery()` until it returns `nil`.
+    var deliversToChildren = false
+  }
+
+  /// The job's operation was suspended or resumed (change number `generation`). A change older
+  /// than one applied, or a suspend of a stopping or finished job, changes nothing.
+  mutating func setSuspended(_ isSuspended: Bool, generation: UInt64) -> SuspensionActions {
+    guard generation > suspension.generation else { return SuspensionActions() }
+    suspension.generation = generation
+    guard suspension.isSuspended != isSuspended, !(isSuspended && (phase.isStopping || phase.isFinished)) else {
+      return SuspensionActions()
+    }
+    suspension.isSuspended = isSuspended
+    var actions = SuspensionActions()
+    if !isSuspended {
+      actions.admitted = admitSuspended()
+    }
+    if !suspension.isDelivering, suspension.childrenSuspended != isSuspended {
+      suspension.isDelivering = true
+      actions.deliversToChildren = true
+    }
+    return actions
+  }
+
+  /// For the thread telling the children: what to tell them now (`suspend`, and the unfinished
+  /// tracked `ConcurrentOperation`s, oldest first), or `nil` once they were told the latest state
+  /// (the thread is then no longer the deliverer).
+  mutating func nextChildDelivery() -> (suspend: Bool, children: [ConcurrentOperation])? {
+    guard suspension.childrenSuspended != suspension.isSuspended else {
+      suspension.isDelivering = false
+      return nil
+    }
+    suspension.childrenSuspended = suspension.isSuspended
+    var children: [ConcurrentOperation] = []
+    for node in registry.nodes where !node.isSignalled {
+      if let child = node.task as? ConcurrentOperation {
+        children.append(child)
+      }
+    }
+    children.reverse()
+    return (suspension.isSuspended, children)
+  }
+
+  /// The job stops: the suspension ends (a stopped job is not suspended). Returns the waiting
+  /// tasks admitted, which the caller queues after cancelling them.
+  mutating func endSuspensionForStop() -> [Admission] {
+    guard suspension.isSuspended else { return [] }
+    suspension.isSuspended = false
+    return admitSuspended()
+  }
+
+  /// Admits what the suspension held back: first the tasks waiting in a limited group's line
+  /// (they were there first), then the tasks that waited for the resume, each taking a slot of
+  /// its group's limit or its line's end.
+  private mutating func admitSuspended() -> [Admission] {
+    var admitted: [Admission] = []
+    for group in registry.groups.values where group.limit != nil && group.waitingCount > 0 {
+      admitted += admissions(group.admitWaiting())
+    }
+    let waiting = suspension.waiting
+    suspension.waiting = []
+    for node in waiting where admitOrWait(node) {
+      if let task = node.task, let queue = node.extras?.pendingQueue {
+        admitted.append((task, queue))
+      }
+    }
+    return admitted
+  }
+}

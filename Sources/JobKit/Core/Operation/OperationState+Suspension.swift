@@ -1,0 +1,78 @@
+/// Whether an operation is suspended (``ConcurrentOperation/suspend()``), and which change of it
+/// is the latest: each change gets the next generation, so whoever applies changes elsewhere (a
+/// job holding back its tasks) can drop a stale one that arrives late.
+struct OperationSuspension {
+  var isSuspended = false
+  var generation: UInt64 = 0
+  /// Swift tasks waiting for the resume (`ConcurrentOperation.waitWhileSuspended()`), by id.
+  var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
+  /// Waiters whose Swift task was cancelled before they were registered.
+  var cancelledWaiters: Set<UInt64> = []
+  var lastWaiterID: UInt64 = 0
+}
+
+/// Suspension: a suspended operation that its queue starts waits (`Phase.deferred`, executing)
+/// until `resume()` runs `operationStart()`, or a cancel finishes it.
+extension OperationState {
+  /// A change of the suspension that the caller reports to the operation's
+  /// `suspensionChanged(to:generation:)` hook, after the lock.
+  struct SuspensionChange: Equatable {
+    var isSuspended: Bool
+    var generation: UInt64
+  }
+
+  /// `suspend()`. Returns the change, or `nil` when nothing changed: already suspended, finished,
+  /// or cancelled (a cancelled operation cannot be suspended).
+  mutating func suspend() -> SuspensionChange? {
+    guard !suspension.isSuspended, phase != .finished, !isCancelRecorded else { return nil }
+    suspension.isSuspended = true
+    suspension.generation += 1
+    return SuspensionChange(isSuspended: true, generation: suspension.generation)
+  }
+
+  enum ResumeAction {
+    /// Not suspended: nothing changed.
+    case none
+    /// Report `change`, resume `waiters`; if `runsStart`, the queue had started the operation
+    /// meanwhile: tell `observer` (if any) and run `operationStart()` now, on the resuming thread.
+    case resumed(
+      SuspensionChange, runsStart: Bool, observer: (any OperationStartObserver)?,
+      waiters: [CheckedContinuation<Void, Never>])
+  }
+
+  /// `resume()`. A no-op unless suspended.
+  mutating func resume() -> ResumeAction {
+    guard suspension.isSuspended else { return .none }
+    suspension.isSuspended = false
+    suspension.generation += 1
+    let change = SuspensionChange(isSuspended: false, generation: suspension.generation)
+    let waiters = Array(suspension.waiters.values)
+    suspension.waiters = [:]
+    guard phase == .deferred else { return .resumed(change, runsStart: false, observer: nil, waiters: waiters) }
+    phase = .starting(cancelPending: false)
+    let observer = startObserver
+    startObserver = nil
+    return .resumed(change, runsStart: true, observer: observer, waiters: waiters)
+  }
+
+  /// A new id for `addWaiter`.
+  mutating func nextWaiterID() -> UInt64 {
+    suspension.lastWaiterID += 1
+    return suspension.lastWaiterID
+  }
+
+  /// Registers a Swift task waiting for the resume. Returns `false` (registering nothing) when
+  /// the operation is not suspended or the waiter was cancelled first: the caller resumes it.
+  mutating func addWaiter(_ id: UInt64, _ continuation: CheckedContinuation<Void, Never>) -> Bool {
+    guard suspension.cancelledWaiters.remove(id) == nil, suspension.isSuspended else { return false }
+    suspension.waiters[id] = continuation
+    return true
+  }
+
+  /// The waiter's Swift task was cancelled. Returns its continuation, to resume, if registered.
+  mutating func cancelWaiter(_ id: UInt64) -> CheckedContinuation<Void, Never>? {
+    if let waiter = suspension.waiters.removeValue(forKey: id) { return waiter }
+    suspension.cancelledWaiters.insert(id)
+    return nil
+  }
+}

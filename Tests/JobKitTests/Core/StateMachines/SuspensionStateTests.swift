@@ -1,0 +1,201 @@
+import Foundation
+import Testing
+
+@testable import JobKit
+
+/// The suspension transitions of `OperationState` and `JobState` (issue 20, item 2), fed events
+/// one by one on one thread. Modelled on CompositeOperations' `COOperation_Suspending_Tests`
+/// (`test_suspend_whenNotRunning`) and its composite suspend specs.
+@Suite("Suspension state machines")
+struct SuspensionStateTests {
+  private final class Alpha: BlockOperation, @unchecked Sendable {}
+  private final class Child: ConcurrentOperation, @unchecked Sendable {}
+
+  // MARK: OperationState
+
+  /// `test_suspend_whenNotRunning`: suspend and resume an operation its queue has not started.
+  @Test func suspendAndResumeBeforeTheStartChangeOnlyTheFlag() {
+    var state = OperationState()
+    let suspended = state.suspend()
+    #expect(suspended == .init(isSuspended: true, generation: 1))
+    #expect(state.suspend() == nil)  // idempotent
+    guard case .resumed(let change, let runsStart, _, _) = state.resume() else {
+      Issue.record("resume changed nothing")
+      return
+    }
+    #expect(change == .init(isSuspended: false, generation: 2) && !runsStart)
+    guard case .none = state.resume() else {
+      Issue.record("a resume without a suspend changed something")
+      return
+    }
+    guard case .run = state.start(isCancelled: false) else {
+      Issue.record("a resumed operation did not start")
+      return
+    }
+  }
+
+  @Test func aSuspendedOperationStartedByItsQueueWaitsForTheResume() {
+    var state = OperationState()
+    _ = state.suspend()
+    guard case .deferred = state.start(isCancelled: false) else {
+      Issue.record("the start was not deferred")
+      return
+    }
+    #expect(state.isExecuting && !state.isFinished)
+    guard case .alreadyStarted = state.start(isCancelled: false) else {
+      Issue.record("a second start was accepted")
+      return
+    }
+    guard case .resumed(_, let runsStart, _, _) = state.resume() else {
+      Issue.record("resume changed nothing")
+      return
+    }
+    #expect(runsStart && state.phase == .starting(cancelPending: false))
+  }
+
+  @Test func aCancelFinishesADeferredStartAndEndsTheSuspension() {
+    var state = OperationState()
+    _ = state.suspend()
+    _ = state.start(isCancelled: false)
+    guard case .finishDeferred = state.cancel() else {
+      Issue.record("a cancel left the deferred start waiting")
+      return
+    }
+    #expect(!state.suspension.isSuspended && state.phase == .starting(cancelPending: false))
+    guard case .none = state.resume() else {
+      Issue.record("a resume after the cancel ran the start")
+      return
+    }
+  }
+
+  @Test(arguments: [false, true])
+  func suspendDoesNothingOnAFinishedOrCancelledOperation(cancelled: Bool) {
+    var state = OperationState()
+    if cancelled {
+      _ = state.cancel()
+    } else {
+      _ = state.start(isCancelled: false)
+      _ = state.operationStartReturned()
+      _ = state.finish(error: nil)
+    }
+    #expect(state.suspend() == nil && !state.suspension.isSuspended)
+  }
+
+  @Test func aCancelledStartIsNotDeferredBySuspension() {
+    var state = OperationState()
+    _ = state.suspend()
+    guard case .skipCancelled = state.start(isCancelled: true) else {
+      Issue.record("a cancelled start waited for a resume")
+      return
+    }
+  }
+
+  // MARK: JobState
+
+  private let job = JobController()
+
+  private func started() -> JobState {
+    var state = JobState()
+    _ = state.beginMain(on: 1)
+    return state
+  }
+
+  /// Tracks `task` for the job to queue on `queue`, as `JobController.track` does: the
+  /// transition, then `admitOrWait` if it waits. Returns the node and whether it is queued now.
+  private func track(_ task: Operation, in state: inout JobState, queue: OperationQueue) -> (TrackedTask, Bool) {
+    let outcome = state.track(task, queue: queue) { TrackedTask(job: job, task: task, group: $0) }
+    guard case .tracked(let node, _, let queueNow, let waits, _, _, _) = outcome else {
+      Issue.record("not tracked")
+      return (TrackedTask(job: job, task: task, group: TaskGroupEntry(type: type(of: task))), false)
+    }
+    return (node, queueNow || (waits && state.admitOrWait(node)))
+  }
+
+  private func ids(_ admitted: [JobState.Admission]) -> [ObjectIdentifier] {
+    admitted.map { ObjectIdentifier($0.task) }
+  }
+
+  @Test func tasksTrackedWhileSuspendedWaitAndAResumeQueuesThemInOrder() {
+    var state = started()
+    let queue = OperationQueue()
+    let (_, before) = track(Alpha(), in: &state, queue: queue)
+    #expect(before)
+    _ = state.setSuspended(true, generation: 1)
+    let tasks = [Alpha(), Alpha(), Alpha()]
+    for task in tasks {
+      let (_, queued) = track(task, in: &state, queue: queue)
+      #expect(!queued)
+    }
+    #expect(state.suspension.waiting.count == 3)
+    let resumed = state.setSuspended(false, generation: 2)
+    #expect(ids(resumed.admitted) == tasks.map(ObjectIdentifier.init))
+    #expect(state.suspension.waiting.isEmpty)
+  }
+
+  @Test func aStaleChangeIsDropped() {
+    var state = started()
+    _ = state.setSuspended(false, generation: 2)
+    let stale = state.setSuspended(true, generation: 1)
+    #expect(!state.suspension.isSuspended && stale.admitted.isEmpty && !stale.deliversToChildren)
+  }
+
+  @Test func limitsHoldAfterTheResumeAndTheLineKeepsItsOrder() {
+    var state = started()
+    let queue = OperationQueue()
+    _ = state.setLimit(1, for: Alpha.self)
+    let (holder, holderQueued) = track(Alpha(), in: &state, queue: queue)
+    let (_, lineQueued) = track(Alpha(), in: &state, queue: queue)  // waits for a slot
+    let inLine = state.registry.group(for: Alpha.self).waitingCount
+    #expect(holderQueued && !lineQueued && inLine == 1)
+    _ = state.setSuspended(true, generation: 1)
+    let (_, heldQueued) = track(Alpha(), in: &state, queue: queue)  // waits for the resume
+    #expect(!heldQueued)
+    // The holder finishes while suspended: its slot is not given to the line.
+    let freed = state.taskFinished(holder)
+    #expect(freed.admitted.isEmpty)
+    let resumed = state.setSuspended(false, generation: 2)
+    // One slot: the task that waited in line first; the held-back one joins the line.
+    let group = state.registry.group(for: Alpha.self)
+    #expect(resumed.admitted.count == 1 && group.running == 1 && group.waitingCount == 1)
+  }
+
+  @Test func aStopEndsTheSuspensionAndLetsTheHeldTasksGoAfterTheirCancel() {
+    var state = started()
+    let queue = OperationQueue()
+    _ = state.setSuspended(true, generation: 1)
+    let held = Alpha()
+    _ = track(held, in: &state, queue: queue)
+    let stop = state.stop(.cancelled)
+    #expect(stop.cancel.map(ObjectIdentifier.init) == [ObjectIdentifier(held)])
+    #expect(ids(stop.admitted) == [ObjectIdentifier(held)] && !state.suspension.isSuspended)
+    // A suspend of a stopping job changes nothing; later tasks are not held back.
+    _ = state.setSuspended(true, generation: 2)
+    #expect(!state.suspension.isSuspended)
+    let (_, queued) = track(Alpha(), in: &state, queue: queue)
+    #expect(queued)
+  }
+
+  @Test func theChildrenAreToldTheLatestStateByOneDeliverer() {
+    var state = started()
+    let queue = OperationQueue()
+    let children = [Child(), Child()]
+    for child in children {
+      _ = track(child, in: &state, queue: queue)
+    }
+    let suspend = state.setSuspended(true, generation: 1)
+    #expect(suspend.deliversToChildren)
+    // A resume and a suspend again arrive while the deliverer works: no second deliverer.
+    let resume = state.setSuspended(false, generation: 2)
+    let again = state.setSuspended(true, generation: 3)
+    #expect(!resume.deliversToChildren && !again.deliversToChildren)
+    guard let delivery = state.nextChildDelivery() else {
+      Issue.record("nothing to deliver")
+      return
+    }
+    #expect(delivery.suspend && delivery.children.map(ObjectIdentifier.init) == children.map(ObjectIdentifier.init))
+    #expect(state.nextChildDelivery() == nil && !state.suspension.isDelivering)
+    // A resume now makes a new deliverer, which tells the resume.
+    let last = state.setSuspended(false, generation: 4)
+    #expect(last.deliversToChildren && state.nextChildDelivery()?.suspend == false)
+  }
+}
