@@ -3,9 +3,9 @@ import Foundation
 extension JobController {
   /// Registers `task` (with the node `makeNode` builds), hooks its finish and queues it on
   /// `queue` (unless it waits for a slot of its group's limit). When called from `main()`, then
-  /// routes the tasks that had finished when it took the job's lock (taken with the same lock, so
-  /// `main()`'s thread, which tracks every task, takes it once less per task). Returns the node,
-  /// or `nil` if it was not tracked.
+  /// routes the tasks that had finished (it asks to drain with the same lock, so `main()`'s
+  /// thread, which tracks every task, takes it once less per task). Returns the node, or `nil`
+  /// if it was not tracked.
   @discardableResult
   func track(
     _ task: Operation,
@@ -14,8 +14,9 @@ extension JobController {
     makeNode: (TaskGroupEntry) -> TrackedTask
   ) -> TrackedTask? {
     let thread = currentThreadID()
-    let (outcome, finishedBatch) = jobState.withLock { state in
-      (state.track(task, queue: queue, replacing: previous, makeNode: makeNode), state.beginRoutingInMain(on: thread))
+    let (outcome, role) = jobState.withLock { state in
+      let outcome = state.track(task, queue: queue, replacing: previous, makeNode: makeNode)
+      return (outcome, state.claimDrain(on: thread, inTrack: true))
     }
     var tracked: TrackedTask?
     var routesAgain = false
@@ -25,20 +26,15 @@ extension JobController {
         .trackedAfterJobFinished,
         "\(type(of: task)) was tracked after the job finished; it was neither tracked nor queued"
       )
-    case .tracked(let node, let cancel, let queueNow, let waitsForSlot, let observesEvents, let publish, let replaced):
+    case .tracked(let node, let cancel, let queueNow, let waitsForSlot, let observesEvents, let replaced):
       // A replaced attempt's task is released here, after the lock, if this was its last reference.
       _ = replaced
-      if let publish {
-        publishProgress(to: publish)
-      }
       if cancel {
         task.cancel()
       }
       switch observeFinish(of: task, node: node, claimingQueue: queue != nil) {
       case .duplicate:
-        if let publish = jobState.withLock({ $0.untrackDuplicate(node) }) {
-          publishProgress(to: publish)
-        }
+        withJobState { $0.untrackDuplicate(node) }
         reportMisuse(.taskAlreadyTracked, "\(type(of: task)) is already tracked by this job; ignored")
       case .finished:
         // Events first, so `taskTracked` precedes `taskFinished`.
@@ -62,16 +58,17 @@ extension JobController {
           // Not queued here: the task may have finished while its block was being wrapped.
           CompletionBlockHook.signalIfFinishedWhileWrapping(task, installedHook)
         }
-        if waitsForSlot, mayQueue, let queue, jobState.withLock({ $0.admitOrWait(node) }) {
+        if waitsForSlot, mayQueue, let queue, jobState.withLock({ $0.admitOrWait(node, queue: queue) }) {
           enqueue(task, on: queue)
         }
         tracked = node
       }
     }
-    routeInMain(finishedBatch)
-    if routesAgain {
+    if role == .none, routesAgain {
       // The task that had finished before it was tracked is routed in this call too.
-      routeInMain(jobState.withLock { $0.beginRoutingInMain(on: thread) })
+      drain(jobState.withLock { $0.claimDrain(on: thread, inTrack: true) }, on: thread, inTrack: true)
+    } else {
+      drain(role, on: thread, inTrack: true)
     }
     return tracked
   }
@@ -88,19 +85,6 @@ extension JobController {
     }
     if let operation = task as? ConcurrentOperation {
       _ = operation.setStartObserver(node)
-    }
-  }
-
-  /// Routes (per-task callbacks only) `firstBatch`, taken by `JobState.beginRoutingInMain` for a
-  /// `track` call of `main()`, then what finished meanwhile, so a `main()` that tracks many tasks
-  /// does not hold every finished one until it returns. Does nothing for an empty batch.
-  private func routeInMain(_ firstBatch: [TrackedTask]) {
-    var batch = firstBatch
-    while !batch.isEmpty {
-      for node in batch {
-        routeOne(node)
-      }
-      batch = jobState.withLock { $0.nextBatchInMain() }
     }
   }
 
@@ -188,7 +172,7 @@ extension JobController {
       tasks.reserveCapacity(state.registry.count)
       for node in state.registry.nodes {
         if let task = node.task {
-          tasks.append((task, node.isSignalled))
+          tasks.append((task, node.state.isFinished))
         }
       }
       return tasks
@@ -258,7 +242,7 @@ extension JobController {
       } else {
         node = TrackedTask(job: self, task: task, group: group)
       }
-      node.extras = TaskExtras(retry: attempt)
+      node.retry = attempt
       return node
     }
     if let node, let timeout = options.timeout {

@@ -15,16 +15,18 @@ enum CompletionBlockHook {
   /// The observers of one plain operation. Its fields are only touched under its stripe's lock.
   final class Hook: @unchecked Sendable {
     // @unchecked Sendable: mutable fields are guarded by the registry stripe's lock.
+    // Exclusivity unchecked on every field: only touched under that lock, so the runtime's
+    // check (one per plain task on `fire`) is redundant.
     /// The installing job's node, and those of jobs that joined (rare: no array for one job).
     /// Both are dropped when the hook fires, so a wrapper left on a finished operation holds no
     /// job.
-    var first: TrackedTask?
-    var others: [TrackedTask] = []
+    @exclusivity(unchecked) var first: TrackedTask?
+    @exclusivity(unchecked) var others: [TrackedTask] = []
     /// The operation's own block, known once the installer read it.
-    var previous: (@Sendable () -> Void)?
-    var fired = false
+    @exclusivity(unchecked) var previous: (@Sendable () -> Void)?
+    @exclusivity(unchecked) var fired = false
     /// A job claimed the right to add the operation to a queue.
-    var queueClaimed = false
+    @exclusivity(unchecked) var queueClaimed = false
 
     init(_ observer: TrackedTask, previous: (@Sendable () -> Void)?) {
       first = observer

@@ -146,7 +146,7 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
       reportMisuse(code, what)
     case .notify(let observers):
       postFinishChange()
-      ThreadDrain.notify(observers, of: self)
+      ThreadDrain.notify(observers, of: self, error: error)
     }
   }
 

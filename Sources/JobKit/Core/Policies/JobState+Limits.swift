@@ -10,15 +10,16 @@ import Foundation
 extension JobState {
   /// `node`, tracked with `waitsForSlot`, is observed now: it takes a free slot of its group if
   /// nobody waits for one (returns `true`: the caller queues it), else waits in line (`false`).
-  mutating func admitOrWait(_ node: TrackedTask) -> Bool {
-    guard !node.isSignalled else { return false }
+  /// Once admitted, a task that waited goes to `queue`.
+  mutating func admitOrWait(_ node: TrackedTask, queue: OperationQueue) -> Bool {
+    guard node.state.isUnfinished else { return false }
     let group = node.group
     guard let limit = group.limit else { return true }
     if group.running < limit, group.waitingCount == 0 {
       group.giveSlot(to: node)
       return true
     }
-    group.enqueueWaiting(node)
+    group.enqueueWaiting(node, for: queue)
     return false
   }
 
@@ -33,18 +34,17 @@ extension JobState {
     return admissions(group.admitWaiting())
   }
 
-  /// `node` no longer runs (it finished, or a failed attempt waits for its retry): it gives its
-  /// slot back. Returns the waiting tasks admitted to it, to be queued by the caller.
-  mutating func releaseSlot(of node: TrackedTask) -> [Admission] {
-    guard let extras = node.extras, extras.holdsSlot else { return [] }
-    extras.holdsSlot = false
-    node.group.running -= 1
-    return admissions(node.group.admitWaiting())
+  /// A task of `group` that held a slot no longer runs (it finished, or a failed attempt waits
+  /// for its retry): its slot goes back. Returns the waiting tasks admitted to it, to be queued
+  /// by the caller.
+  mutating func releaseSlot(in group: TaskGroupEntry) -> [Admission] {
+    group.running -= 1
+    return admissions(group.admitWaiting())
   }
 
-  private func admissions(_ nodes: [TrackedTask]) -> [Admission] {
-    nodes.compactMap { node in
-      guard let task = node.task, let queue = node.extras?.pendingQueue else { return nil }
+  private func admissions(_ admitted: [(node: TrackedTask, queue: OperationQueue)]) -> [Admission] {
+    admitted.compactMap { node, queue in
+      guard let task = node.task else { return nil }
       return (task, queue)
     }
   }
