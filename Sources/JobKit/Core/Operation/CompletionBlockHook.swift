@@ -9,6 +9,11 @@ import Foundation
 /// job would wait forever). The wrapper puts the operation's own block back, runs it once, then
 /// tells every joined observer once.
 ///
+/// Once an operation may be finishing, its `completionBlock` is written only by the wrapper
+/// Foundation runs: corelibs reads the block of a finishing operation with no lock, so a write
+/// racing that read could tear it or free the block it retains (the core model's long mode
+/// crashed in `swift_retain` under `Operation.observeValue` so, issue 19).
+///
 /// The registry's locks guard nothing but the registry: no `completionBlock` is read or written,
 /// and no observer is called, while one is held.
 enum CompletionBlockHook {
@@ -75,25 +80,31 @@ enum CompletionBlockHook {
       return (hook, nil)
     }
     guard let hook else { return joined ?? .duplicate }
-    operation.completionBlock = { [hook, unowned(unsafe) operation] in
+    let wrapper: @Sendable () -> Void = { [hook, unowned(unsafe) operation] in
       // Foundation holds the operation while its completionBlock runs.
       fire(hook, of: operation, runningPrevious: true)
+    }
+    // Corelibs Foundation reads a finishing operation's block with no lock, after `isFinished`
+    // turned true and after a section under the operation's lock (which the setter takes): a
+    // write that overlaps that read can tear it or free the block it is retaining. So a task
+    // that finished meanwhile keeps its own block (Foundation runs it; the caller's
+    // `signalIfFinishedWhileWrapping` signals the observers), and the check comes right before
+    // the write, the wrapper made before it: only a task that turns finished after the check
+    // and gets through Foundation's locked section before the setter takes the lock (a thread
+    // preempted in between) can still meet the write. Tracking before queueing avoids even that.
+    if !operation.isFinished {
+      operation.completionBlock = wrapper
     }
     return .installed(hook, claimed: true)
   }
 
   /// For the installer: if `operation` finished while its block was being wrapped, Foundation
-  /// may have taken either block. Puts the operation's own block back (if Foundation took the
-  /// wrapper, the wrapper still runs the own block once) and signals the observers now; a later
-  /// run of the wrapper signals nobody twice.
+  /// took either block, its own or the wrapper (which runs the own block once), and may be
+  /// reading it right now with no lock: so the block is left as it is, and the observers are
+  /// signalled now; a later run of the wrapper signals nobody twice. (A wrapper Foundation did
+  /// not take stays on the operation: it holds no job, and runs the own block if called.)
   static func signalIfFinishedWhileWrapping(_ operation: Operation, _ hook: Hook) {
     guard operation.isFinished else { return }
-    let previous: (@Sendable () -> Void)?? = stripe(for: OperationKey(operation)).withLock { _ in
-      hook.fired ? nil : hook.previous
-    }
-    // Already fired: the wrapper ran and did all of this.
-    guard let previous else { return }
-    operation.completionBlock = previous
     fire(hook, of: operation, runningPrevious: false)
   }
 
