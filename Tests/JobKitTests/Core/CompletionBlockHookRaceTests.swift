@@ -106,6 +106,7 @@ struct CompletionBlockHookRaceTests {
       task.completionBlock = { ownRuns.mutate { $0 += 1 } }
     }
     let job = CountingJob()
+    QuietMisuse.silence(job)
     let finisher = Thread { task.start() }
     finisher.start()
     #expect(await task.running.waitOpen())
@@ -118,7 +119,8 @@ struct CompletionBlockHookRaceTests {
     task.resume.open()
     try await job.run()
     #expect(job.routed.value == 1)
-    #expect(job.misuses.isEmpty)
+    // Finished before the job wrote its wrapper: reported as finished when tracked.
+    #expect(job.misuses.map(\.code) == (moment == .read ? [.taskAlreadyFinished] : []))
     #expect(await eventually { task.isFinished })
     if ownBlock {
       #expect(await eventually { ownRuns.value == 1 })

@@ -36,13 +36,18 @@ extension JobController {
       case .duplicate:
         withJobState { $0.untrackDuplicate(node) }
         reportMisuse(.taskAlreadyTracked, "\(type(of: task)) is already tracked by this job; ignored")
-      case .finished:
+      case .finished(let hook):
         // Events first, so `taskTracked` precedes `taskFinished`.
         if observesEvents {
           confirmTracked(task, node: node)
         }
         reportMisuse(.taskAlreadyFinished, "\(type(of: task)) had already finished when tracked; routed at once")
-        taskDidFinish(node)
+        if let hook {
+          // Signals this node and any job's that joined it meanwhile.
+          CompletionBlockHook.signalIfFinishedWhileWrapping(task, hook)
+        } else {
+          taskDidFinish(node)
+        }
         tracked = node
         routesAgain = true
       case .observed(let mayQueue, let installedHook):
@@ -95,8 +100,9 @@ extension JobController {
     case observed(mayQueue: Bool, installedHook: CompletionBlockHook.Hook?)
     /// This job already tracks the task: the new node must be dropped.
     case duplicate
-    /// The task had finished before it was tracked: route it at once.
-    case finished
+    /// The task had finished before it was tracked: route it at once (a plain operation by
+    /// signalling its registered `hook`).
+    case finished(CompletionBlockHook.Hook?)
   }
 
   /// Arranges for `node` to be signalled once `task` finished. When the job will queue the task
@@ -115,13 +121,15 @@ extension JobController {
       case .alreadyObserved:
         return .duplicate
       case .finished:
-        return .finished
+        return .finished(nil)
       }
     }
-    guard !task.isFinished else { return .finished }
+    // A plain operation: `observe` asks whether it finished, right before it wraps the block.
     switch CompletionBlockHook.observe(task, by: node, claimingQueue: claimingQueue) {
     case .duplicate:
       return .duplicate
+    case .finished(let hook):
+      return .finished(hook)
     case .joined(claimed: false):
       reportAlreadyQueued(task)
       return .observed(mayQueue: false, installedHook: nil)

@@ -54,6 +54,10 @@ enum CompletionBlockHook {
     case joined(claimed: Bool)
     /// `node`'s job already observes the operation: nothing registered.
     case duplicate
+    /// The operation had finished when `node` came to wrap its block: `node` is registered but
+    /// nothing was written (Foundation runs the operation's own block); the caller signals the
+    /// observers with ``signalIfFinishedWhileWrapping(_:_:)``.
+    case finished(Hook)
   }
 
   /// Arranges for `node` to be signalled once `operation` finished and, if `claimingQueue`,
@@ -87,18 +91,20 @@ enum CompletionBlockHook {
     // Corelibs Foundation reads a finishing operation's block with no lock, after `isFinished`
     // turned true and after a section under the operation's lock (which the setter takes): a
     // write that overlaps that read can tear it or free the block it is retaining. So a task
-    // that finished meanwhile keeps its own block (Foundation runs it; the caller's
-    // `signalIfFinishedWhileWrapping` signals the observers), and the check comes right before
-    // the write, the wrapper made before it: only a task that turns finished after the check
-    // and gets through Foundation's locked section before the setter takes the lock (a thread
-    // preempted in between) can still meet the write. Tracking before queueing avoids even that.
-    if !operation.isFinished {
-      operation.completionBlock = wrapper
+    // that finished keeps its own block (Foundation runs it), and this check, the only one on
+    // the way from `track`, comes right before the write, the wrapper made before it: only a
+    // task that turns finished after the check and gets through Foundation's locked section
+    // before the setter takes the lock (a thread preempted in between) can still meet the
+    // write. Tracking before queueing avoids even that.
+    if operation.isFinished {
+      return .finished(hook)
     }
+    operation.completionBlock = wrapper
     return .installed(hook, claimed: true)
   }
 
-  /// For the installer: if `operation` finished while its block was being wrapped, Foundation
+  /// For the installer: if `operation` finished while its block was being wrapped (or before,
+  /// see ``Observation/finished(_:)``), Foundation
   /// took either block, its own or the wrapper (which runs the own block once), and may be
   /// reading it right now with no lock: so the block is left as it is, and the observers are
   /// signalled now; a later run of the wrapper signals nobody twice. (A wrapper Foundation did
