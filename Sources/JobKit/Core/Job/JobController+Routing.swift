@@ -1,30 +1,155 @@
 import Foundation
 
-/// Routing: a finished task's callbacks, then its group's, then `allTasksFinished()`, serially,
-/// by whichever thread holds the router (see the type's documentation).
+/// Routing and draining: what transitions leave in the job's ``Outbox`` (finished tasks to
+/// route, events, progress) is performed after the lock by one thread at a time, the drainer:
+/// a finished task's callbacks, then its group's, then `allTasksFinished()`, serially (see the
+/// type's documentation).
 extension JobController {
-  /// A tracked task finished: retry it if its policy says so, else queue it for routing (and
-  /// route now if no other thread is routing), and start the next task waiting for its slot.
-  func taskDidFinish(_ node: TrackedTask) {
-    if let retry = node.extras?.retry, scheduleRetry(of: node, retry) {
+  /// Applies `transition` under the job's lock, then drains the outbox if this thread must.
+  @inline(__always)
+  func withJobState<Result>(_ transition: (inout JobState) -> Result) -> Result {
+    let thread = currentThreadID()
+    let (result, role) = jobState.withLock { state in
+      (transition(&state), state.claimDrain(on: thread))
+    }
+    if role != .none {
+      drain(role, on: thread)
+    }
+    return result
+  }
+
+  /// Drains as `role` says (see ``Outbox/Role``); `inTrack` for a `track` call of `main()`.
+  /// `first`: the drainer's first batch, if it was taken with the lock that made it the drainer.
+  func drain(
+    _ role: Outbox<TrackedTask, PendingJobEvent>.Role, on thread: UInt, inTrack: Bool = false,
+    first: JobState.Drain? = nil
+  ) {
+    switch role {
+    case .none:
       return
-    }
-    // `observesEvents` never changes once the node is published: read it without the lock.
-    let now = node.extras?.observesEvents == true ? ContinuousClock.now : nil
-    let actions = jobState.withLock { $0.taskFinished(node, at: now) }
-    if let timeout = actions.timeout {
-      timeout.cancel()
-    }
-    if !actions.admitted.isEmpty {
-      queueAdmitted(actions.admitted)
-    }
-    if actions.route {
-      route()
+    case .nested:
+      _ = perform(jobState.withLock { $0.nestedDrain() })
+    case .drainer:
+      var next = first ?? jobState.withLock { $0.nextDrain(on: thread, inTrack: inTrack) }
+      while let batch = next {
+        guard case .drained(let routed) = perform(batch) else { return }
+        // One lock per routed task: the routed one is forgotten as the next batch is taken. Its
+        // task is held here until after that lock: the job may hold its last reference, whose
+        // release (and `deinit`, the user's code) must not happen under the lock.
+        let task = routed?.task
+        next = jobState.withLock { $0.nextDrain(on: thread, inTrack: inTrack, routed: routed) }
+        withExtendedLifetime(task) {}
+      }
     }
   }
 
+  private enum Performed {
+    /// `routed`: the task whose per-task callback was delivered (or skipped), to be forgotten.
+    case drained(routed: TrackedTask?)
+    /// The job finished: the drainer was released with that batch.
+    case finished
+  }
+
+  /// Asks to drain after a change made without ``withJobState(_:)`` (a stop, once its tasks
+  /// were cancelled).
+  func drainIfIdle() {
+    let thread = currentThreadID()
+    drain(jobState.withLock { $0.claimDrain(on: thread) }, on: thread)
+  }
+
+  /// Performs one batch: events, progress, then its work.
+  private func perform(_ batch: JobState.Drain) -> Performed {
+    if let delivery = batch.events {
+      deliver(delivery)
+    }
+    if let (progress, total, completed) = batch.progress {
+      // No lock is held while `Progress` changes (on Apple platforms its KVO observers run now).
+      progress.totalUnitCount = total
+      progress.completedUnitCount = completed
+    }
+    switch batch.item {
+    case .none, .step(.none):
+      return .drained(routed: nil)
+    case .route(let node, let decision):
+      return .drained(routed: routeOne(node, decision) ? node : nil)
+    case .step(.group(let outcome)):
+      deliver(outcome)
+      return .drained(routed: nil)
+    case .step(.allTasksFinished):
+      allTasksFinished()
+      guard let last = jobState.withLock({ $0.drainAfterAllTasksFinished() }) else { return .drained(routed: nil) }
+      return perform(last)
+    case .step(.finish(let finish)):
+      finish.graceTimer?.cancel()
+      jobWillFinish(cancelled: finish.cancelled)
+      operationDone(error: finish.error)
+      return .finished
+    }
+  }
+
+  /// Stamps and yields a batch of events, ending the streams after the job's last event.
+  private func deliver(_ delivery: JobEventListeners.Delivery) {
+    let now = ContinuousClock.now
+    for pending in delivery.events {
+      let event = pending.stamped(now)
+      for listener in delivery.listeners {
+        listener.yield(event)
+      }
+    }
+    if delivery.close {
+      for listener in delivery.listeners {
+        listener.finish()
+      }
+    }
+  }
+
+  /// A tracked task finished: retry it if its policy says so, else queue it for routing (and
+  /// route now if nobody drains), and start the next task waiting for its slot.
+  /// `error`: the error a ``ConcurrentOperation`` finished with, when its observer was told it
+  /// (`nil`: read it from the task).
+  func taskDidFinish(_ node: TrackedTask, error: (any Error)?? = nil) {
+    if let retry = node.retry, scheduleRetry(of: node, retry) {
+      return
+    }
+    // `timing` never changes once the node is published: read it without the lock.
+    let now = node.timing != nil ? ContinuousClock.now : nil
+    let report = finishReport(of: node, error: error)
+    let thread = currentThreadID()
+    // One lock from the finish to the task's own callback: the finish is booked and, if this
+    // thread becomes the drainer, its first batch taken (usually this task, decided already).
+    let (actions, role, first) = jobState.withLock { state in
+      let actions = state.taskFinished(node, at: now, report: report)
+      let role = state.claimDrain(on: thread)
+      return (actions, role, role == .drainer ? state.nextDrain(on: thread) : nil)
+    }
+    if let actions {
+      if let timeout = actions.timeout {
+        timeout.cancel()
+      }
+      if !actions.admitted.isEmpty {
+        queueAdmitted(actions.admitted)
+      }
+    }
+    if role == .drainer, first == nil { return }  // nothing left: the drainer was released
+    drain(role, on: thread, first: first)
+  }
+
+  /// What routing needs to know of `node`'s finished task, read now with no lock held.
+  private func finishReport(of node: TrackedTask, error known: (any Error)??) -> FinishReport {
+    // The task is finishing on this thread: `operation` is alive.
+    var error: (any Error)?
+    if let known {
+      error = known
+    } else if let operation = node.operation as? ConcurrentOperation {
+      error = operation.error
+    }
+    let name = node.timing != nil ? node.operation.name : nil
+    guard error != nil || name != nil else { return .nothing }
+    return FinishReport(error: error, isCancelled: error != nil ? node.operation.isCancelled : nil, name: name)
+  }
+
   func stop(_ reason: JobState.Stop) {
-    perform(withJobState { $0.stop(reason) })
+    perform(jobState.withLock { $0.stop(reason) })
   }
 
   /// Carries out a stop that was recorded: now, or, when this thread is carrying out another
@@ -34,7 +159,8 @@ extension JobController {
     ThreadDrain.perform(actions, of: self)
   }
 
-  /// Carries out a stop: cancels timers, arms the grace period, cancels tasks, routes.
+  /// Carries out a stop: cancels timers, arms the grace period, cancels tasks, queues the tasks
+  /// a suspension held back, drains.
   func performNow(_ actions: JobState.StopActions) {
     for timer in actions.timers {
       timer.cancel()
@@ -46,54 +172,11 @@ extension JobController {
     for task in actions.cancel {
       task.cancel()
     }
+    // Tasks a suspension held back go to their queues after their cancel: they finish at once.
     if !actions.admitted.isEmpty {
       queueAdmitted(actions.admitted)
     }
-    if actions.route {
-      route()
-    }
-  }
-
-  /// The router: runs callbacks until there is nothing left to route, then releases the router
-  /// (or finishes the job). Only the thread that holds the router calls it.
-  func route() {
-    while true {
-      switch withJobState({ $0.nextStep() }) {
-      case .route(let batch):
-        for node in batch {
-          routeOne(node)
-        }
-      case .group(let outcome):
-        deliver(outcome)
-      case .allTasksFinished:
-        allTasksFinished()
-        switch withJobState({ $0.allTasksFinishedReturned() }) {
-        case nil:
-          continue
-        case .finish(let finish)?:
-          perform(finish)
-          return
-        case .some:
-          return
-        }
-      case .finish(let finish):
-        perform(finish)
-        return
-      case .release:
-        return
-      }
-    }
-  }
-
-  /// Publishes the final progress counts, then finishes the job. (The event streams end once
-  /// their last events, `finished` included, were delivered.)
-  func perform(_ finish: JobFinish) {
-    finish.graceTimer?.cancel()
-    if let progress = finish.publish {
-      publishProgress(to: progress)
-    }
-    jobWillFinish(cancelled: finish.cancelled)
-    operationDone(error: finish.error)
+    drainIfIdle()
   }
 
   /// A tracked `ConcurrentOperation` started while events were listened to.
@@ -103,14 +186,14 @@ extension JobController {
     withJobState { $0.taskStarted(node, name: name, at: now) }
   }
 
-  func routeOne(_ node: TrackedTask) {
-    // The node was signalled, so nobody but this router touches `node.task` any more.
-    guard let task = node.task else { return }
-    let failure = failure(of: task, node: node)
-    // Only a failure asks whether the task was cancelled (corelibs' `isCancelled` takes a lock).
-    let isCancelled = failure != nil && task.isCancelled
-    let name = node.extras?.observesEvents == true ? task.name : nil
-    switch withJobState({ $0.beginRouting(node, failure: failure, isCancelled: isCancelled, name: name) }) {
+  /// Delivers (or skips) `node`'s per-task callback; `decided`: the decision taken with the
+  /// node, if any. Returns whether the caller must forget the node (its next `nextDrain` does,
+  /// and runs its group's callback if due).
+  private func routeOne(_ node: TrackedTask, _ decided: JobState.RoutingDecision?) -> Bool {
+    // The task finished, so nobody but this router touches `node.task` any more.
+    guard let task = node.task else { return false }
+    let decision = decided ?? decide(node, task)
+    switch decision {
     case .deliver:
       if !node.deliverCompletion(task) {
         taskFinished(task)
@@ -120,16 +203,23 @@ extension JobController {
     case .failFast(let actions):
       perform(actions)
     }
-    let (outcome, publish) = withJobState { $0.routed(node) }
-    if let publish {
-      publishProgress(to: publish)
-    }
-    deliver(outcome)
+    return true
+  }
+
+  /// The decision for a task whose finishing thread did not report it (see ``FinishReport``).
+  private func decide(_ node: TrackedTask, _ task: Operation) -> JobState.RoutingDecision {
+    let failure = failure(of: task, node: node)
+    // Only a failure asks whether the task was cancelled (corelibs' `isCancelled` takes a lock).
+    let isCancelled = failure != nil && task.isCancelled
+    let name = node.timing != nil ? task.name : nil
+    return withJobState { $0.beginRouting(node, failure: failure, isCancelled: isCancelled, name: name) }
   }
 
   /// The failure a finished task stands for, if any: a timeout, or a `ConcurrentOperation` error.
   private func failure(of task: Operation, node: TrackedTask) -> TaskFailure? {
-    if node.extras != nil, jobState.withLock({ $0.timedOut(node) }) {
+    // Under the lock (a rare path: a timed-out task, or a retry a stop ended): a retry's timer
+    // thread may still be asking the node's state.
+    if jobState.withLock({ $0.timedOut(node) }) {
       return TaskFailure(task: task, error: JobKitError.timedOut(task))
     }
     guard let operation = task as? ConcurrentOperation, let error = operation.error else { return nil }

@@ -3,9 +3,9 @@ import Foundation
 extension JobController {
   /// Registers `task` (with the node `makeNode` builds), hooks its finish and queues it on
   /// `queue` (unless it waits for a slot of its group's limit). When called from `main()`, then
-  /// routes the tasks that had finished when it took the job's lock (taken with the same lock, so
-  /// `main()`'s thread, which tracks every task, takes it once less per task). Returns the node,
-  /// or `nil` if it was not tracked.
+  /// routes the tasks that had finished (it asks to drain with the same lock, so `main()`'s
+  /// thread, which tracks every task, takes it once less per task). Returns the node, or `nil`
+  /// if it was not tracked.
   @discardableResult
   func track(
     _ task: Operation,
@@ -14,8 +14,9 @@ extension JobController {
     makeNode: (TaskGroupEntry) -> TrackedTask
   ) -> TrackedTask? {
     let thread = currentThreadID()
-    let (outcome, finishedBatch) = jobState.withLock { state in
-      (state.track(task, queue: queue, replacing: previous, makeNode: makeNode), state.beginRoutingInMain(on: thread))
+    let (outcome, role) = jobState.withLock { state in
+      let outcome = state.track(task, queue: queue, replacing: previous, makeNode: makeNode)
+      return (outcome, state.claimDrain(on: thread, inTrack: true))
     }
     var tracked: TrackedTask?
     var routesAgain = false
@@ -25,28 +26,28 @@ extension JobController {
         .trackedAfterJobFinished,
         "\(type(of: task)) was tracked after the job finished; it was neither tracked nor queued"
       )
-    case .tracked(let node, let cancel, let queueNow, let waitsForSlot, let observesEvents, let publish, let replaced):
+    case .tracked(let node, let cancel, let queueNow, let waitsForSlot, let observesEvents, let replaced):
       // A replaced attempt's task is released here, after the lock, if this was its last reference.
       _ = replaced
-      if let publish {
-        publishProgress(to: publish)
-      }
       if cancel {
         task.cancel()
       }
       switch observeFinish(of: task, node: node, claimingQueue: queue != nil) {
       case .duplicate:
-        if let publish = jobState.withLock({ $0.untrackDuplicate(node) }) {
-          publishProgress(to: publish)
-        }
+        withJobState { $0.untrackDuplicate(node) }
         reportMisuse(.taskAlreadyTracked, "\(type(of: task)) is already tracked by this job; ignored")
-      case .finished:
+      case .finished(let hook):
         // Events first, so `taskTracked` precedes `taskFinished`.
         if observesEvents {
           confirmTracked(task, node: node)
         }
         reportMisuse(.taskAlreadyFinished, "\(type(of: task)) had already finished when tracked; routed at once")
-        taskDidFinish(node)
+        if let hook {
+          // Signals this node and any job's that joined it meanwhile.
+          CompletionBlockHook.signalIfFinishedWhileWrapping(task, hook)
+        } else {
+          taskDidFinish(node)
+        }
         tracked = node
         routesAgain = true
       case .observed(let mayQueue, let installedHook):
@@ -62,16 +63,17 @@ extension JobController {
           // Not queued here: the task may have finished while its block was being wrapped.
           CompletionBlockHook.signalIfFinishedWhileWrapping(task, installedHook)
         }
-        if waitsForSlot, mayQueue, let queue, jobState.withLock({ $0.admitOrWait(node) }) {
+        if waitsForSlot, mayQueue, let queue, jobState.withLock({ $0.admitOrWait(node, queue: queue) }) {
           enqueue(task, on: queue)
         }
         tracked = node
       }
     }
-    routeInMain(finishedBatch)
-    if routesAgain {
+    if role == .none, routesAgain {
       // The task that had finished before it was tracked is routed in this call too.
-      routeInMain(jobState.withLock { $0.beginRoutingInMain(on: thread) })
+      drain(jobState.withLock { $0.claimDrain(on: thread, inTrack: true) }, on: thread, inTrack: true)
+    } else {
+      drain(role, on: thread, inTrack: true)
     }
     return tracked
   }
@@ -91,19 +93,6 @@ extension JobController {
     }
   }
 
-  /// Routes (per-task callbacks only) `firstBatch`, taken by `JobState.beginRoutingInMain` for a
-  /// `track` call of `main()`, then what finished meanwhile, so a `main()` that tracks many tasks
-  /// does not hold every finished one until it returns. Does nothing for an empty batch.
-  private func routeInMain(_ firstBatch: [TrackedTask]) {
-    var batch = firstBatch
-    while !batch.isEmpty {
-      for node in batch {
-        routeOne(node)
-      }
-      batch = jobState.withLock { $0.nextBatchInMain() }
-    }
-  }
-
   private enum Observation {
     /// The job now hears of the task's finish; `mayQueue` unless another job queues it. A plain
     /// operation whose completion block this job wrapped has `installedHook`: unless the caller
@@ -111,8 +100,9 @@ extension JobController {
     case observed(mayQueue: Bool, installedHook: CompletionBlockHook.Hook?)
     /// This job already tracks the task: the new node must be dropped.
     case duplicate
-    /// The task had finished before it was tracked: route it at once.
-    case finished
+    /// The task had finished before it was tracked: route it at once (a plain operation by
+    /// signalling its registered `hook`).
+    case finished(CompletionBlockHook.Hook?)
   }
 
   /// Arranges for `node` to be signalled once `task` finished. When the job will queue the task
@@ -131,13 +121,15 @@ extension JobController {
       case .alreadyObserved:
         return .duplicate
       case .finished:
-        return .finished
+        return .finished(nil)
       }
     }
-    guard !task.isFinished else { return .finished }
+    // A plain operation: `observe` asks whether it finished, right before it wraps the block.
     switch CompletionBlockHook.observe(task, by: node, claimingQueue: claimingQueue) {
     case .duplicate:
       return .duplicate
+    case .finished(let hook):
+      return .finished(hook)
     case .joined(claimed: false):
       reportAlreadyQueued(task)
       return .observed(mayQueue: false, installedHook: nil)
@@ -188,7 +180,7 @@ extension JobController {
       tasks.reserveCapacity(state.registry.count)
       for node in state.registry.nodes {
         if let task = node.task {
-          tasks.append((task, node.isSignalled))
+          tasks.append((task, node.state.isFinished))
         }
       }
       return tasks
@@ -258,7 +250,7 @@ extension JobController {
       } else {
         node = TrackedTask(job: self, task: task, group: group)
       }
-      node.extras = TaskExtras(retry: attempt)
+      node.retry = attempt
       return node
     }
     if let node, let timeout = options.timeout {

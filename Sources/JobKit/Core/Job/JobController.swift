@@ -118,9 +118,7 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// Releases a hold taken with ``holdOpen()``. When the last one goes and nothing is tracked,
   /// routing resumes: ``allTasksFinished()`` runs again (on this thread, if nobody routes).
   func releaseHold() {
-    if jobState.withLock({ $0.releaseHold() }) {
-      route()
-    }
+    withJobState { $0.releaseHold() }
   }
 
   /// Adds the job to `queue` unless ``startJob()``, ``run()`` or a parent job's `trackAndQueue`
@@ -232,8 +230,7 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
     } else {
       stoppedBeforeMain()
     }
-    jobState.withLock { $0.mainReturned() }
-    route()
+    withJobState { $0.mainReturned() }
   }
 
   /// A job reacts to `cancel()` by cancelling its tasks (see the type's documentation); this hook
@@ -258,13 +255,12 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
     stop(.cancelled)
     _ = withJobState { $0.beginMain(on: currentThreadID()) }
     stoppedBeforeMain()
-    jobState.withLock { $0.mainReturned() }
-    route()
+    withJobState { $0.mainReturned() }
   }
 
   /// The job started after it was stopped, so `main()` does not run. Called on the starting
-  /// thread, which holds the router, so the job cannot finish before this returns; never with a
-  /// lock held. Lets a subclass finish work that `main()` would have started. Does nothing by
+  /// thread before `main()` counts as returned, so the job cannot finish before this returns;
+  /// never with a lock held. Lets a subclass finish work that `main()` would have started. Does nothing by
   /// default.
   func stoppedBeforeMain() {}
 

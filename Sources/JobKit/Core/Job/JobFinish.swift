@@ -1,14 +1,23 @@
 import Foundation
 
-/// How a job finishes: its error, the progress to publish the final counts to first, and the
-/// stop's grace-period timer to cancel. It also carries the job's dropped groups out of the lock:
-/// their handlers may hold the last reference to a user's object, whose `deinit` must not run
-/// under the lock.
-struct JobFinish {
+/// How a job finishes: its error, whether a cancel stopped it, and the stop's grace-period timer
+/// to cancel. It also carries the job's dropped groups out of the lock: their handlers may hold
+/// the last reference to a user's object, whose `deinit` must not run under the lock. A class,
+/// made once per job, so that the drainer's batches stay small.
+final class JobFinish {
   let error: (any Error)?
   /// A cancel stopped the job (it finishes without an error and `isCancelled`).
-  var cancelled = false
-  var publish: Progress?
-  var graceTimer: (any JobTimer)? = nil
-  var droppedGroups: [TaskGroupEntry] = []
+  let cancelled: Bool
+  let graceTimer: (any JobTimer)?
+  let droppedGroups: [TaskGroupEntry]
+
+  init(
+    error: (any Error)?, cancelled: Bool = false, graceTimer: (any JobTimer)? = nil,
+    droppedGroups: [TaskGroupEntry] = []
+  ) {
+    self.error = error
+    self.cancelled = cancelled
+    self.graceTimer = graceTimer
+    self.droppedGroups = droppedGroups
+  }
 }

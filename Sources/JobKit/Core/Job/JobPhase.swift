@@ -4,21 +4,20 @@ enum JobStop {
   case failed(any Error)
 }
 
-/// Where a job is in its life, why it stops early (if it does) and who may run its callbacks, as
-/// one value: each case carries only what is valid in it, so a finished job holding the router,
-/// or a router while nobody started the job, cannot be expressed.
+/// Where a job is in its life and why it stops early (if it does), as one value: each case
+/// carries only what is valid in it.
 ///
-/// Routing is serial: at most one thread at a time holds the router and runs `main()` or
-/// callbacks. The router is held from creation until `main()` returned; while `main()` runs, its
-/// own `track` calls may route per-task callbacks on its thread (`routing: true`).
+/// Who runs the job's callbacks is not the phase's business but the job's ``Outbox``'s (one
+/// drainer at a time); the phase only says which of them may run now: none before the start;
+/// while `main()` runs, only the per-task callbacks its own `track` calls route on its thread;
+/// once it returned, all of them, on whichever thread drains.
 enum JobPhase {
   /// Not started. (Whether a queue holds it is the operation's queue claim, not the phase's.)
   case idle(stop: JobStop?)
-  /// `main()` runs on `thread`; `routing` while one of its `track` calls routes.
-  case runningMain(thread: UInt, routing: Bool, stop: JobStop?)
-  /// `main()` returned. `routerHeld` while a thread routes; otherwise the next thread that
-  /// signals a finished task takes the router.
-  case routing(routerHeld: Bool, stop: JobStop?)
+  /// `main()` runs on `thread`.
+  case runningMain(thread: UInt, stop: JobStop?)
+  /// `main()` returned: every callback may run.
+  case routing(stop: JobStop?)
   case finished
 
   static let initial = JobPhase.idle(stop: nil)
@@ -26,7 +25,7 @@ enum JobPhase {
   /// Why the job stops early, if it does. Once set, no routing callback runs any more.
   var stop: JobStop? {
     switch self {
-    case .idle(let stop), .runningMain(_, _, let stop), .routing(_, let stop): return stop
+    case .idle(let stop), .runningMain(_, let stop), .routing(let stop): return stop
     case .finished: return nil
     }
   }
@@ -43,18 +42,34 @@ enum JobPhase {
     return false
   }
 
+  /// Whether group callbacks, `allTasksFinished()` and the finish may run: `main()` returned.
+  var runsSteps: Bool {
+    if case .routing = self { return true }
+    return false
+  }
+
+  /// Whether `thread` may route finished tasks now (`inTrack`: from a `track` call): once
+  /// `main()` returned, any thread; while it runs, only its own thread inside a `track` call.
+  func routes(for thread: UInt, inTrack: Bool) -> Bool {
+    switch self {
+    case .routing: return true
+    case .runningMain(let main, _): return inTrack && main == thread
+    case .idle, .finished: return false
+    }
+  }
+
   /// The job started on `thread`. Returns `true` if `main()` must be called (`false` if the job
   /// was stopped first, or started twice).
   mutating func beginMain(on thread: UInt) -> Bool {
     guard case .idle(let stop) = self else { return false }
-    self = .runningMain(thread: thread, routing: false, stop: stop)
+    self = .runningMain(thread: thread, stop: stop)
     return stop == nil
   }
 
-  /// `main()` returned; its thread keeps the router and routes.
+  /// `main()` returned: every callback may run now.
   mutating func mainReturned() {
-    guard case .runningMain(_, _, let stop) = self else { return }
-    self = .routing(routerHeld: true, stop: stop)
+    guard case .runningMain(_, let stop) = self else { return }
+    self = .routing(stop: stop)
   }
 
   /// Records why the job stops. Returns `false` (and changes nothing) if it already stops or
@@ -63,47 +78,14 @@ enum JobPhase {
     switch self {
     case .idle(nil):
       self = .idle(stop: reason)
-    case .runningMain(let thread, let routing, nil):
-      self = .runningMain(thread: thread, routing: routing, stop: reason)
-    case .routing(let routerHeld, nil):
-      self = .routing(routerHeld: routerHeld, stop: reason)
+    case .runningMain(let thread, nil):
+      self = .runningMain(thread: thread, stop: reason)
+    case .routing(nil):
+      self = .routing(stop: reason)
     case .idle, .runningMain, .routing, .finished:
       return false
     }
     return true
-  }
-
-  /// A finished task waits to be routed: returns `true` if the calling thread takes the router
-  /// (nobody holds it), `false` if the holder will route the task.
-  mutating func takeRouterIfFree() -> Bool {
-    guard case .routing(routerHeld: false, let stop) = self else { return false }
-    self = .routing(routerHeld: true, stop: stop)
-    return true
-  }
-
-  /// The router has nothing left to route.
-  mutating func releaseRouter() {
-    guard case .routing(routerHeld: true, let stop) = self else { return }
-    self = .routing(routerHeld: false, stop: stop)
-  }
-
-  /// A `track` call on `thread`: returns `true` if `thread` runs `main()` and is not routing
-  /// already; it then routes finished tasks until ``endRoutingInMain()``.
-  mutating func beginRoutingInMain(on thread: UInt) -> Bool {
-    guard case .runningMain(thread, routing: false, let stop) = self else { return false }
-    self = .runningMain(thread: thread, routing: true, stop: stop)
-    return true
-  }
-
-  mutating func endRoutingInMain() {
-    guard case .runningMain(let thread, routing: true, let stop) = self else { return }
-    self = .runningMain(thread: thread, routing: false, stop: stop)
-  }
-
-  /// Whether `main()`'s `track` call routes right now (see ``beginRoutingInMain(on:)``).
-  var isRoutingInMain: Bool {
-    if case .runningMain(_, routing: true, _) = self { return true }
-    return false
   }
 
   mutating func finish() {

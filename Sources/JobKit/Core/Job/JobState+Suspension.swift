@@ -1,3 +1,5 @@
+import Foundation
+
 /// A suspended job (``ConcurrentOperation/suspend()`` on a ``JobController``): the tasks it would
 /// queue wait here, tracked, until it is resumed; its children are told to suspend and resume.
 ///
@@ -10,7 +12,7 @@ struct JobSuspension {
   /// The generation of the last change applied.
   var generation: UInt64 = 0
   /// Job-queued tasks tracked while suspended, observed and waiting for the resume (or a stop),
-  /// in tracking order.
+  /// in tracking order; each one's own state says where it goes (`TaskState.Slot.suspended`).
   var waiting: [TrackedTask] = []
   /// What the children were last told (`true`: suspend).
   var childrenSuspended = false
@@ -20,7 +22,8 @@ struct JobSuspension {
 
 /// Suspension: the job-queued tasks tracked while suspended wait like tasks waiting for a group
 /// slot (`JobState+Limits.swift`): a `track` hands them to `admitOrWait` once observed, which
-/// parks them in `suspension.waiting`; no slot is given while suspended. A resume admits them in
+/// holds them back (their state's slot is `.suspended(queue)`) in `suspension.waiting`; no slot
+/// is given while suspended. A plain job pays one Bool check per `track` for it. A resume admits them in
 /// order (limits first: tasks that waited for a slot before the suspension keep their place); a
 /// stop ends the suspension the same way, after cancelling them, so they finish without running.
 extension JobState {
@@ -61,7 +64,7 @@ extension JobState {
     }
     suspension.childrenSuspended = suspension.isSuspended
     var children: [ConcurrentOperation] = []
-    for node in registry.nodes where !node.isSignalled {
+    for node in registry.nodes where node.state.isUnfinished {
       if let child = node.task as? ConcurrentOperation {
         children.append(child)
       }
@@ -88,11 +91,20 @@ extension JobState {
     }
     let waiting = suspension.waiting
     suspension.waiting = []
-    for node in waiting where admitOrWait(node) {
-      if let task = node.task, let queue = node.extras?.pendingQueue {
+    for node in waiting {
+      // A task no longer held back (it finished meanwhile) is not queued.
+      guard let queue = node.state.endHold() else { continue }
+      if admitOrWait(node, queue: queue), let task = node.task {
         admitted.append((task, queue))
       }
     }
     return admitted
+  }
+
+  /// `node` (unfinished, observed, without a slot) waits for the resume, to go to `queue`.
+  mutating func hold(_ node: TrackedTask, for queue: OperationQueue) {
+    if node.state.holdForResume(on: queue) {
+      suspension.waiting.append(node)
+    }
   }
 }

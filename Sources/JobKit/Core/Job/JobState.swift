@@ -1,9 +1,10 @@
 import Foundation
 
 /// The state of one ``JobController``, composed of one value per concern: the ``JobPhase``
-/// (lifecycle, stop reason, router), the ``TaskRegistry`` (tracked, finished and per-type
-/// tasks), failures, event listeners and ``ProgressState``. Limits and timers live in
-/// `JobState+Limits.swift` and `JobState+Timers.swift`.
+/// (lifecycle, stop reason), the ``TaskRegistry`` (tracked and per-type tasks), the ``Outbox``
+/// (what waits to be done after the lock: routing, events, progress, and its one drainer),
+/// failures, event listeners and ``ProgressState``. Limits and timers live in
+/// `JobState+Limits.swift` and `JobState+Timers.swift`, draining in `JobState+Drain.swift`.
 ///
 /// Changed only by the transitions below, under the job's lock; each returns what the caller
 /// must do after releasing it. No transition calls user code, an overridable member of a user
@@ -13,6 +14,8 @@ struct JobState {
 
   var phase = JobPhase.initial
   var registry = TaskRegistry()
+  /// Finished tasks to route, events to deliver, progress to publish; and who drains them.
+  var outbox = Outbox<TrackedTask, PendingJobEvent>()
   var failurePolicy = FailurePolicy.ignore
   /// Every failure routed so far, in routing order.
   var failures: [TaskFailure] = []
@@ -37,30 +40,40 @@ struct JobState {
   /// was stopped first).
   mutating func beginMain(on thread: UInt) -> Bool {
     let runsMain = phase.beginMain(on: thread)
-    listeners.yield(.started)
+    emit(.started)
     return runsMain
   }
 
-  /// `main()` returned; the caller keeps the router and routes.
+  /// `main()` returned: every callback may run now.
   mutating func mainReturned() {
     phase.mainReturned()
+  }
+
+  /// Records `event` for delivery if anybody listens.
+  mutating func emit(_ event: @autoclosure () -> PendingJobEvent) {
+    guard !listeners.isEmpty else { return }
+    outbox.yield(event())
+  }
+
+  /// Tells the outbox that a published progress must show new counts.
+  private mutating func progressChanged(_ changed: Bool) {
+    if changed { outbox.progressDidChange() }
   }
 
   // MARK: Tracking
 
   enum TrackOutcome {
     /// Tracked. `cancel`: the job is stopping, so cancel the task. `queueNow`: add it to the
-    /// queue now. `waitsForSlot`: its group has a limit; once its finish is observed, the caller
-    /// hands it to `admitOrWait` (not before: an admitted task may start at once, and its finish
-    /// must not be missed). A job-queued task of a limited group is queued only with a slot,
-    /// whatever the phase: a stop cancels it, it does not let it skip the line.
+    /// queue now. `waitsForSlot`: its group has a limit, or the job is suspended; once its
+    /// finish is observed, the caller hands it to `admitOrWait` (not before: an admitted task may
+    /// start at once, and its finish must not be missed). A job-queued task of a limited group
+    /// is queued only with a slot, whatever the phase: a stop cancels it, it does not let it
+    /// skip the line; a suspended job's task waits for the resume (`JobState+Suspension.swift`).
     /// `observesEvents`: events are listened to, so the caller registers for the task's start
-    /// and confirms it with `confirmTracked`. `publish`: the progress to
-    /// publish the new counts to. `replaced`: the replaced attempt's task, handed out so that its
-    /// last reference is not dropped (and its `deinit` run) under the lock.
+    /// and confirms it with `confirmTracked`. `replaced`: the replaced attempt's task, handed out
+    /// so that its last reference is not dropped (and its `deinit` run) under the lock.
     case tracked(
-      node: TrackedTask, cancel: Bool, queueNow: Bool, waitsForSlot: Bool, observesEvents: Bool, publish: Progress?,
-      replaced: Operation?)
+      node: TrackedTask, cancel: Bool, queueNow: Bool, waitsForSlot: Bool, observesEvents: Bool, replaced: Operation?)
     case jobFinished
   }
 
@@ -78,29 +91,27 @@ struct JobState {
     guard !phase.isFinished else { return .jobFinished }
     let node = makeNode(registry.group(for: type(of: task)))
     registry.insert(node)
-    var publish = progress.tracked(task)
+    progressChanged(progress.tracked(task))
     let observesEvents = !listeners.isEmpty
     if observesEvents {
-      node.extrasForUpdate().observesEvents = true
+      let timing = TaskTiming()
+      timing.trackedAt = previous?.timing?.trackedAt
+      node.timing = timing
     }
     var replaced: Operation?
     if let previous {
-      if observesEvents, let trackedAt = previous.extras?.trackedAt {
-        node.extrasForUpdate().trackedAt = trackedAt
-      }
       replaced = previous.task
-      publish = forget(previous) ?? publish
+      forget(previous)
     }
     var queueNow = queue != nil
     var waitsForSlot = false
-    if let queue, node.group.limit != nil || suspension.isSuspended {
-      node.extrasForUpdate().pendingQueue = queue
+    if queue != nil, node.group.limit != nil || suspension.isSuspended {
       queueNow = false
       waitsForSlot = true
     }
     return .tracked(
       node: node, cancel: phase.isStopping, queueNow: queueNow, waitsForSlot: waitsForSlot,
-      observesEvents: observesEvents, publish: publish, replaced: replaced)
+      observesEvents: observesEvents, replaced: replaced)
   }
 
   /// A tracked task's finish is observed and events are listened to: record when, and emit
@@ -111,81 +122,65 @@ struct JobState {
   mutating func confirmTracked(_ node: TrackedTask, name: String?, at now: ContinuousClock.Instant)
     -> [any NestedJobFollower]
   {
-    guard node.isRegistered, let extras = node.extras, extras.trackedAt == nil else { return [] }
-    extras.trackedAt = now
-    listeners.yield(.taskTracked(task: name ?? node.group.name, group: node.group.name))
+    guard node.state.isRegistered, let timing = node.timing, timing.trackedAt == nil else { return [] }
+    timing.trackedAt = now
+    emit(.taskTracked(task: name ?? node.group.name, group: node.group.name))
     return listeners.nestedJobFollowers
   }
 
   /// `node` turned out to be tracked by this job already (found where its finish is observed):
-  /// drop the second registration. Returns the progress to publish to, if any.
-  mutating func untrackDuplicate(_ node: TrackedTask) -> Progress? {
+  /// drop the second registration.
+  mutating func untrackDuplicate(_ node: TrackedTask) {
     forget(node)
   }
 
   /// Drops `node` without routing it (a duplicate, or a retried attempt replaced by the next
-  /// one). Returns the progress to publish to, if any.
-  private mutating func forget(_ node: TrackedTask) -> Progress? {
-    guard node.isRegistered else { return nil }
+  /// one).
+  private mutating func forget(_ node: TrackedTask) {
+    guard node.state.isRegistered else { return }
     registry.remove(node)
-    let publish = node.task.flatMap { progress.forgot($0) }
+    if let task = node.task {
+      progressChanged(progress.forgot(task))
+    }
     node.task = nil
-    return publish
   }
 
   /// A tracked `ConcurrentOperation` started (only observed while events are listened to);
   /// `name` and `now` were read by the caller with no lock held.
   mutating func taskStarted(_ node: TrackedTask, name: String?, at now: ContinuousClock.Instant) {
-    guard let extras = node.extras, node.task != nil, !extras.finishReported else { return }
-    extras.startedAt = now
-    listeners.yield(.taskStarted(task: name ?? node.group.name, group: node.group.name))
+    guard let timing = node.timing, node.task != nil, !timing.finishReported else { return }
+    timing.startedAt = now
+    emit(.taskStarted(task: name ?? node.group.name, group: node.group.name))
   }
 
   // MARK: Finishing tasks
 
-  struct FinishActions {
-    /// The caller must take the router and route.
-    var route = false
+  /// What a finished task leaves to do after the lock. A class, made only when there is
+  /// something: a plain task's `nil` is copied out of the lock for free.
+  final class FinishActions {
     /// A task of the same group admitted to the slot this one freed: the caller queues it.
-    var admitted: [Admission] = []
+    let admitted: [Admission]
     /// The task's armed timeout, to cancel.
-    var timeout: (any JobTimer)?
+    let timeout: (any JobTimer)?
+
+    init(admitted: [Admission], timeout: (any JobTimer)?) {
+      self.admitted = admitted
+      self.timeout = timeout
+    }
   }
 
   /// A tracked task finished (or, for a retried task, finished its last attempt). `now` is set
-  /// when the task's events are observed.
-  mutating func taskFinished(_ node: TrackedTask, at now: ContinuousClock.Instant? = nil) -> FinishActions {
-    guard !node.isSignalled else { return FinishActions() }
-    node.isSignalled = true
-    var actions = FinishActions()
-    if let extras = node.extras {
-      actions.admitted = releaseSlot(of: node)
-      extras.timeoutArmed = false
-      actions.timeout = extras.timeout
-      extras.timeout = nil
-      extras.finishedAt = now
-    }
-    registry.appendFinished(node)
-    actions.route = phase.takeRouterIfFree()
-    return actions
-  }
-
-  /// Called by a `track` call on `thread`: if `thread` runs `main()` and is not routing already,
-  /// takes the finished tasks to route now (per-task callbacks only). The caller routes the batch
-  /// and then calls `nextBatchInMain()` until it returns an empty batch.
-  mutating func beginRoutingInMain(on thread: UInt) -> [TrackedTask] {
-    guard !registry.finished.isEmpty, phase.beginRoutingInMain(on: thread) else { return [] }
-    return registry.takeFinished()
-  }
-
-  /// The next batch for the routing started by `beginRoutingInMain`, or `[]` when it is done.
-  mutating func nextBatchInMain() -> [TrackedTask] {
-    guard phase.isRoutingInMain else { return [] }
-    if registry.finished.isEmpty {
-      phase.endRoutingInMain()
-      return []
-    }
-    return registry.takeFinished()
+  /// when the task's events are observed; `report` is what the finishing thread read from it.
+  /// Returns `nil` when there is nothing to do after the lock (a plain task: no slot, no
+  /// timeout), so that the common case copies no arrays or existentials out of the lock.
+  mutating func taskFinished(
+    _ node: TrackedTask, at now: ContinuousClock.Instant? = nil, report: FinishReport? = nil
+  ) -> FinishActions? {
+    guard let release = node.state.finish(report: report) else { return nil }
+    node.timing?.finishedAt = now
+    outbox.route(node)
+    guard release.slot || release.box != nil else { return nil }
+    return FinishActions(admitted: release.slot ? releaseSlot(in: node.group) : [], timeout: release.timer)
   }
 
   enum RoutingDecision {
@@ -197,6 +192,18 @@ struct JobState {
     case failFast(StopActions)
   }
 
+  /// The decision for a finished `node` whose finishing thread reported what routing needs
+  /// (``FinishReport``), taken as the drainer takes it; `nil` if the drainer must read the
+  /// task first (no report, or a timed-out task whose `isCancelled` was not read).
+  mutating func decideFromReport(_ node: TrackedTask) -> RoutingDecision? {
+    guard case .finished(let timedOut, let report?) = node.state, let task = node.task else { return nil }
+    let error = timedOut ? JobKitError.timedOut(task) : report.error
+    guard let error else { return beginRouting(node, failure: nil, isCancelled: false, name: report.name) }
+    guard let isCancelled = report.isCancelled else { return nil }
+    return beginRouting(
+      node, failure: TaskFailure(task: task, error: error), isCancelled: isCancelled, name: report.name)
+  }
+
   /// The router is about to route `node`: record its failure (if any) and decide whether its
   /// per-task callback runs. `isCancelled` tells whether a failed task was cancelled (it is only
   /// read for a failure); `name` is the
@@ -204,8 +211,8 @@ struct JobState {
   mutating func beginRouting(_ node: TrackedTask, failure: TaskFailure?, isCancelled: Bool, name: String?)
     -> RoutingDecision
   {
-    if let extras = node.extras, extras.observesEvents {
-      reportFinish(of: node, extras, name: name, error: failure?.error)
+    if let timing = node.timing {
+      reportFinish(of: node, timing, name: name, error: failure?.error)
     }
     if let failure, !(phase.isStopping && isCancelled) {
       failures.append(failure)
@@ -220,18 +227,18 @@ struct JobState {
   /// observed gets exactly one, whatever ended it (a retried task's attempts are one task: the
   /// routed attempt reports). If its `taskTracked` was not emitted yet (it finished before the
   /// tracking thread confirmed it), that goes first. The duration runs from its observed start,
-  /// or its tracking, to `extras.finishedAt`.
-  mutating func reportFinish(of node: TrackedTask, _ extras: TaskExtras, name: String?, error: (any Error)?) {
-    guard !extras.finishReported else { return }
-    extras.finishReported = true
+  /// or its tracking, to `timing.finishedAt`.
+  mutating func reportFinish(of node: TrackedTask, _ timing: TaskTiming, name: String?, error: (any Error)?) {
+    guard !timing.finishReported else { return }
+    timing.finishReported = true
     let task = name ?? node.group.name
-    if extras.trackedAt == nil {
-      extras.trackedAt = extras.finishedAt
-      listeners.yield(.taskTracked(task: task, group: node.group.name))
+    if timing.trackedAt == nil {
+      timing.trackedAt = timing.finishedAt
+      emit(.taskTracked(task: task, group: node.group.name))
     }
-    let begin = extras.startedAt ?? extras.trackedAt
-    let duration = extras.finishedAt.flatMap { end in begin.map { end - $0 } } ?? .zero
-    listeners.yield(.taskFinished(task: task, group: node.group.name, duration: duration, error: error))
+    let begin = timing.startedAt ?? timing.trackedAt
+    let duration = timing.finishedAt.flatMap { end in begin.map { end - $0 } } ?? .zero
+    emit(.taskFinished(task: task, group: node.group.name, duration: duration, error: error))
   }
 
   enum GroupOutcome {
@@ -241,63 +248,65 @@ struct JobState {
   }
 
   /// The router delivered `node`'s per-task callback: forget the task. Returns the group callback
-  /// due now, if `node` was its group's last unfinished task, and the progress to publish to.
-  mutating func routed(_ node: TrackedTask) -> (GroupOutcome, publish: Progress?) {
-    let publish = node.task.flatMap { progress.routed($0) }
+  /// due now, if `node` was its group's last unfinished task.
+  mutating func routed(_ node: TrackedTask) -> GroupOutcome {
+    if let task = node.task {
+      progressChanged(progress.routed(task))
+    }
     node.task = nil
-    guard registry.remove(node) else { return (.none, publish) }
+    guard registry.remove(node) else { return .none }
     let group = node.group
-    listeners.yield(.groupFinished(group: group.name))
-    guard !phase.isStopping else { return (.none, publish) }
+    emit(.groupFinished(group: group.name))
+    guard !phase.isStopping else { return .none }
     if phase.isRunningMain {
       registry.deferGroupCallback(group)
-      return (.none, publish)
+      return .none
     }
-    return (groupCallback(for: group), publish)
+    return groupCallback(for: group)
   }
 
-  private func groupCallback(for group: TaskGroupEntry) -> GroupOutcome {
+  func groupCallback(for group: TaskGroupEntry) -> GroupOutcome {
     if let handler = group.handler { return .handler(handler) }
     return .taskGroupFinished(group.type)
   }
 
-  // MARK: The router's next step
+  // MARK: The drainer's next step
 
+  /// What the drainer does once no finished task waits to be routed (see `nextDrain`).
   enum Step {
-    case route([TrackedTask])
+    case none
     case group(GroupOutcome)
     case allTasksFinished
     /// Finish the job (see ``JobFinish``).
     case finish(JobFinish)
-    /// Stop routing: nothing is left, or another thread finishes the job.
-    case release
   }
 
+  /// Only once `main()` returned: a deferred group callback, `allTasksFinished()`, or the finish.
   mutating func nextStep() -> Step {
     if !phase.isStopping, let group = registry.nextDeferredGroup() {
       return .group(groupCallback(for: group))
     }
-    if !registry.finished.isEmpty {
-      return .route(registry.takeFinished())
+    guard registry.isEmpty, holds == 0 else { return .none }
+    switch phase.stop {
+    case nil:
+      emit(.allTasksFinished)
+      return .allTasksFinished
+    case .cancelled:
+      return .finish(finish(nil))
+    case .failed(let error):
+      return .finish(finish(error))
     }
-    if registry.isEmpty, holds == 0 {
-      switch phase.stop {
-      case nil:
-        listeners.yield(.allTasksFinished)
-        return .allTasksFinished
-      case .cancelled:
-        return finish(nil)
-      case .failed(let error):
-        return finish(error)
-      }
-    }
-    phase.releaseRouter()
-    return .release
   }
 
-  /// `allTasksFinished()` returned. Returns the finish step if it tracked nothing new, else `nil`.
-  mutating func allTasksFinishedReturned() -> Step? {
-    guard registry.isEmpty, registry.finished.isEmpty, holds == 0 else { return nil }
+  /// Whether ``nextStep()`` may have something to do (checked when a thread asks to drain).
+  var hasStepDue: Bool {
+    guard phase.runsSteps else { return false }
+    return (registry.hasDeferredGroups && !phase.isStopping) || (registry.isEmpty && holds == 0)
+  }
+
+  /// `allTasksFinished()` returned. Returns the finish if it tracked nothing new, else `nil`.
+  mutating func allTasksFinishedReturned() -> JobFinish? {
+    guard registry.isEmpty, holds == 0 else { return nil }
     if case .failed(let error) = phase.stop { return finish(error) }
     if !phase.isStopping, failurePolicy == .collect, !failures.isEmpty {
       return finish(JobFailures(failures))
@@ -306,23 +315,19 @@ struct JobState {
   }
 
   /// The job is done: drop the group handlers too, so a handler that captured the job strongly
-  /// does not keep it alive. If another thread is publishing progress, it finishes the job once
-  /// it wrote the final counts (``ProgressState/finish(_:)``); the router then just stops.
-  private mutating func finish(_ error: (any Error)?) -> Step {
+  /// does not keep it alive. Its last events and its final progress counts go out with the
+  /// finish, before the job's `isFinished` becomes `true`.
+  private mutating func finish(_ error: (any Error)?) -> JobFinish {
     var cancelled = false
     if case .cancelled? = phase.stop { cancelled = true }
     phase.finish()
     let droppedGroups = registry.dropGroups()
-    listeners.yield(.finished(error: error))
+    emit(.finished(error: error))
     listeners.close()
+    progressChanged(progress.finish())
     let graceTimer = graceTimer
     self.graceTimer = nil
-    var finish = JobFinish(error: error, publish: nil, graceTimer: graceTimer, droppedGroups: droppedGroups)
-    finish.cancelled = cancelled
-    guard let now = progress.finish(finish) else {
-      return .release
-    }
-    return .finish(now)
+    return JobFinish(error: error, cancelled: cancelled, graceTimer: graceTimer, droppedGroups: droppedGroups)
   }
 
   // MARK: Holds
@@ -334,13 +339,11 @@ struct JobState {
     return true
   }
 
-  /// Releases a hold. Returns `true` if the caller must take the router and route: the last hold
-  /// is gone, nothing is tracked and nobody routes.
-  mutating func releaseHold() -> Bool {
-    guard holds > 0 else { return false }
+  /// Releases a hold. Once the last one is gone with nothing tracked, `allTasksFinished()` is
+  /// due: the caller asks to drain.
+  mutating func releaseHold() {
+    guard holds > 0 else { return }
     holds -= 1
-    guard holds == 0, registry.isEmpty else { return false }
-    return phase.takeRouterIfFree()
   }
 
   // MARK: Stopping
@@ -351,8 +354,6 @@ struct JobState {
     var cancel: [Operation] = []
     /// Armed timeouts and pending retries to cancel.
     var timers: [any JobTimer] = []
-    /// A pending retry was turned into a finished task: the caller must take the router.
-    var route = false
     /// The stop was recorded now, with tasks still tracked: the caller arms the grace period.
     var armsGrace = false
     /// Tasks a suspension held back, let go by the stop: the caller queues them after the
@@ -366,25 +367,18 @@ struct JobState {
     guard phase.recordStop(reason) else { return actions }
     actions.admitted = endSuspensionForStop()
     actions.armsGrace = cancellationGracePeriod != nil && !registry.isEmpty
-    var retriesEnded: [TrackedTask] = []
-    for node in registry.nodes where !node.isSignalled {
-      if let extras = node.extras {
-        actions.timers += extras.disarmTimeout()
-        if let retryTimer = extras.endPendingRetry() {
-          // The failed attempt is the task's last one: route it now (silently).
-          actions.timers += retryTimer
-          retriesEnded.append(node)
-          continue
-        }
+    for node in registry.nodes {
+      switch node.state.stop() {
+      case .cancel(let timer):
+        if let timer { actions.timers.append(timer.timer) }
+        if let task = node.task { actions.cancel.append(task) }
+      case .finishedRetry(let timer):
+        // The failed attempt is the task's last one: route it now (silently).
+        if let timer { actions.timers.append(timer.timer) }
+        outbox.route(node)
+      case .none:
+        break
       }
-      if let task = node.task { actions.cancel.append(task) }
-    }
-    for node in retriesEnded {
-      node.isSignalled = true
-      registry.appendFinished(node)
-    }
-    if !registry.finished.isEmpty {
-      actions.route = phase.takeRouterIfFree()
     }
     return actions
   }

@@ -7,12 +7,14 @@ final class TaskGroupEntry: @unchecked Sendable {
   let type: Operation.Type
   /// The group's name for events and failures (the type's name), made once.
   private(set) lazy var name = String(describing: type)
-  var unfinished = 0
+  /// Exclusivity unchecked (here and on `limit`, `running`): only touched under the job's lock,
+  /// and read or changed for every task.
+  @exclusivity(unchecked) var unfinished = 0
   private(set) var handler: (@Sendable () -> Void)?
   /// At most this many of the group's job-queued tasks execute at once (`nil`: no limit).
-  var limit: Int?
+  @exclusivity(unchecked) var limit: Int?
   /// How many of the group's tasks hold a slot.
-  var running = 0
+  @exclusivity(unchecked) var running = 0
   /// Tasks waiting for a slot, in tracking order, from `waitingHead` on.
   private var waiting: [TrackedTask] = []
   private var waitingHead = 0
@@ -27,24 +29,30 @@ final class TaskGroupEntry: @unchecked Sendable {
     return replaced
   }
 
-  func enqueueWaiting(_ node: TrackedTask) {
+  /// Puts `node` in the group's line, to go to `queue` once admitted.
+  func enqueueWaiting(_ node: TrackedTask, for queue: OperationQueue) {
+    node.state.waitForSlot(on: queue)
     waiting.append(node)
   }
 
-  /// Counts `node` as one of the group's running tasks until it finishes.
+  /// Gives `node` (unfinished, not in line) a free slot: it counts as one of the group's
+  /// running tasks until it finishes.
   func giveSlot(to node: TrackedTask) {
-    running += 1
-    node.extras?.holdsSlot = true
+    if node.state.takeSlot() {
+      running += 1
+    }
   }
 
-  /// Gives free slots to waiting tasks, in order. Returns the admitted ones.
-  func admitWaiting() -> [TrackedTask] {
-    var admitted: [TrackedTask] = []
+  /// Gives free slots to waiting tasks, in order. Returns the admitted ones, with their queues.
+  func admitWaiting() -> [(node: TrackedTask, queue: OperationQueue)] {
+    var admitted: [(node: TrackedTask, queue: OperationQueue)] = []
     while let limit, running < limit, waitingHead < waiting.count {
       let node = waiting[waitingHead]
       waitingHead += 1
-      giveSlot(to: node)
-      admitted.append(node)
+      // A task that no longer waits (it was dropped) takes no slot.
+      guard let queue = node.state.admitFromLine() else { continue }
+      running += 1
+      admitted.append((node, queue))
     }
     compactWaiting()
     return admitted

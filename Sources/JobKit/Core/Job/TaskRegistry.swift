@@ -1,8 +1,8 @@
 import Foundation
 
-/// The tasks a job tracks: every unfinished one (an intrusive list of their nodes, so tracking
-/// and routing a task never hashes it), the finished ones waiting to be routed in the order they
-/// finished, and the per-type groups with their counts and handlers.
+/// The tasks a job tracks: every unrouted one (an intrusive list of their nodes, so tracking and
+/// routing a task never hashes it) and the per-type groups with their counts and handlers. (The
+/// finished ones waiting to be routed wait in the job's ``Outbox`` too.)
 ///
 /// Whether a task is tracked twice is not decided here but where the task's finish is observed
 /// (its ``ConcurrentOperation`` state, or the `completionBlock` hook), which sees every job
@@ -11,8 +11,6 @@ struct TaskRegistry {
   /// How many tracked tasks have not been routed yet.
   private(set) var count = 0
   private var head: TrackedTask?
-  /// Tasks that finished and wait to be routed, in the order they finished.
-  private(set) var finished: [TrackedTask] = []
   /// Per dynamic task type: unfinished count, handler and limit.
   private(set) var groups: [ObjectIdentifier: TaskGroupEntry] = [:]
   /// The group of the most recently tracked task: most jobs track runs of one type.
@@ -42,7 +40,6 @@ struct TaskRegistry {
     node.next = head
     head?.previous = node
     head = node
-    node.isRegistered = true
     count += 1
     node.group.unfinished += 1
   }
@@ -51,8 +48,8 @@ struct TaskRegistry {
   /// group's last unfinished task.
   @discardableResult
   mutating func remove(_ node: TrackedTask) -> Bool {
-    guard node.isRegistered else { return false }
-    node.isRegistered = false
+    guard node.state.isRegistered else { return false }
+    node.state.remove()
     if let previous = node.previous {
       previous.next = node.next
     } else {
@@ -78,21 +75,15 @@ struct TaskRegistry {
     }
   }
 
-  mutating func appendFinished(_ node: TrackedTask) {
-    finished.append(node)
-  }
-
-  mutating func takeFinished() -> [TrackedTask] {
-    defer { finished = [] }
-    return finished
-  }
-
   /// `group` reached zero while `main()` ran: its callback is due once `main()` returned.
   mutating func deferGroupCallback(_ group: TaskGroupEntry) {
     if !groupsDueAfterMain.contains(where: { $0 === group }) {
       groupsDueAfterMain.append(group)
     }
   }
+
+  /// Whether a group callback may be due after `main()` (see ``nextDeferredGroup()``).
+  var hasDeferredGroups: Bool { !groupsDueAfterMain.isEmpty }
 
   /// The next deferred group that is still at zero, if any.
   mutating func nextDeferredGroup() -> TaskGroupEntry? {
@@ -119,6 +110,5 @@ struct TaskRegistry {
     while let node = head {
       remove(node)
     }
-    finished = []
   }
 }

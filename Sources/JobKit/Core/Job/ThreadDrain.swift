@@ -45,7 +45,9 @@
 /// finish or stop with no drain running costs one thread-specific read and two flag writes, and
 /// no allocation.
 enum ThreadDrain {
-  private typealias Finishes = [(operation: ConcurrentOperation, observers: OperationState.Observers)]
+  private typealias Finishes = [(
+    operation: ConcurrentOperation, observers: OperationState.Observers, error: (any Error)?
+  )]
 
   /// One thread's drains: whether each runs, and what was appended to it meanwhile.
   private struct ThreadState {
@@ -90,20 +92,20 @@ enum ThreadDrain {
 
   /// Tells `observers` that `operation` finished: now, or once the finish drain running on this
   /// thread told the observers it is telling. Called with no lock held.
-  static func notify(_ observers: OperationState.Observers, of operation: ConcurrentOperation) {
+  static func notify(_ observers: OperationState.Observers, of operation: ConcurrentOperation, error: (any Error)?) {
     if case .none = observers { return }
     let state = threadState()
     if state.pointee.isNotifying {
-      state.pointee.finishes.append((operation, observers))
+      state.pointee.finishes.append((operation, observers, error))
       return
     }
     state.pointee.isNotifying = true
-    observers.notifyEach { $0.operationDidFinish(operation) }
+    observers.notifyEach { $0.operationDidFinish(operation, error: error) }
     while !state.pointee.finishes.isEmpty {
       let batch = state.pointee.finishes
       state.pointee.finishes = []
-      for (finished, observers) in batch {
-        observers.notifyEach { $0.operationDidFinish(finished) }
+      for (finished, observers, error) in batch {
+        observers.notifyEach { $0.operationDidFinish(finished, error: error) }
       }
     }
     state.pointee.isNotifying = false

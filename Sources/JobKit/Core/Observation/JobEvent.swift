@@ -64,18 +64,15 @@ enum PendingJobEvent {
   }
 }
 
-/// The listeners of one job's events and the events waiting to reach them. Lives inside
-/// `JobState`, under the job's lock, which records events in the order of the state changes
-/// they describe; delivery happens after the lock is released, by one thread at a time (the
-/// first thread that finds events waiting while nobody delivers), so the order is kept without
-/// resuming any consumer under a lock.
+/// The listeners of one job's events. Lives inside `JobState`, under the job's lock, which
+/// records events (in the job's ``Outbox``) in the order of the state changes they describe;
+/// the outbox's drainer delivers them after the lock is released, one thread at a time, so the
+/// order is kept without resuming any consumer under a lock.
 struct JobEventListeners {
   private var continuations: [UInt64: AsyncStream<JobEvent>.Continuation] = [:]
   /// The nested-job followers registered with some of the listeners, by listener.
   private var followers: [UInt64: any NestedJobFollower] = [:]
   private var nextID: UInt64 = 0
-  private var pending: [PendingJobEvent] = []
-  private var isDelivering = false
   /// The job finished: once the waiting events are delivered, the streams end.
   private var isClosing = false
 
@@ -106,19 +103,13 @@ struct JobEventListeners {
     followers.isEmpty ? [] : Array(followers.values)
   }
 
-  /// Records `event` for delivery if anybody listens.
-  mutating func yield(_ event: @autoclosure () -> PendingJobEvent) {
-    guard !continuations.isEmpty else { return }
-    pending.append(event())
-  }
-
   /// The job finished: the streams end after the events recorded so far.
   mutating func close() {
     isClosing = true
   }
 
-  /// One batch for the delivering thread: stamp and yield `events` to `listeners`, then finish
-  /// them if `close`.
+  /// One batch for the drainer: stamp and yield `events` to `listeners`, then finish them if
+  /// `close`.
   struct Delivery {
     let listeners: [AsyncStream<JobEvent>.Continuation]
     let events: [PendingJobEvent]
@@ -127,22 +118,10 @@ struct JobEventListeners {
     var droppedFollowers: [any NestedJobFollower] = []
   }
 
-  /// After a transition: returns `true` if the caller must deliver (events wait and nobody
-  /// delivers); it then calls ``nextDelivery()`` until that returns `nil`.
-  mutating func beginDelivery() -> Bool {
-    guard !isDelivering, !pending.isEmpty || (isClosing && !continuations.isEmpty) else { return false }
-    isDelivering = true
-    return true
-  }
-
-  /// For the delivering thread: the next batch, or `nil` when nothing is left (delivery ends).
-  mutating func nextDelivery() -> Delivery? {
-    if pending.isEmpty, !(isClosing && !continuations.isEmpty) {
-      isDelivering = false
-      return nil
-    }
-    let events = pending
-    pending = []
+  /// The delivery of `events` taken from the outbox: `nil` if there is nothing to deliver.
+  /// Once the job finished, it ends the streams and drops the listeners.
+  mutating func delivery(of events: [PendingJobEvent]) -> Delivery? {
+    guard !continuations.isEmpty, !events.isEmpty || isClosing else { return nil }
     if isClosing {
       defer {
         continuations = [:]

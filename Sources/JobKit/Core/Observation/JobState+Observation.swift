@@ -11,9 +11,11 @@ extension JobState {
     return listeners.add(continuation, follower: follower)
   }
 
-  /// Installs `created` as the job's progress unless one exists. Returns the one in use, and
-  /// whether the caller must publish the counts to it.
-  mutating func installProgress(_ created: Progress) -> (Progress, publish: Bool) {
-    progress.install(created, unrouted: registry.nodes.compactMap(\.task))
+  /// Installs `created` as the job's progress unless one exists. Returns the one in use; a new
+  /// one is published by the outbox's drainer.
+  mutating func installProgress(_ created: Progress) -> Progress {
+    let (installed, publish) = progress.install(created, unrouted: registry.nodes.compactMap(\.task))
+    if publish { outbox.progressDidChange() }
+    return installed
   }
 }

@@ -10,10 +10,9 @@ import Foundation
 /// ``JobController/fractionCompleted`` adds the fraction of every unrouted task that reports
 /// progress.
 ///
-/// Publishing is serial without a lock: the first thread that changes the counts while nobody
-/// publishes becomes the publisher and writes the latest counts until they stop changing; other
-/// threads only mark the counts dirty. The job finishes only after its final counts (every unit
-/// complete) were written, so whoever sees the job finished sees a complete `Progress`.
+/// A change to the counts is published by the job's ``Outbox`` drainer, one thread at a time,
+/// with the latest counts; the job finishes only after its final counts (every unit complete)
+/// were written, so whoever sees the job finished sees a complete `Progress`.
 struct ProgressState {
   /// How many tasks were tracked (minus replaced retry attempts) and routed.
   private(set) var total: Int64 = 0
@@ -26,40 +25,31 @@ struct ProgressState {
   private(set) var reporters: [ObjectIdentifier: Operation] = [:]
   private var isFinished = false
 
-  private enum Publisher {
-    case idle
-    /// A thread publishes; `dirty` when the counts changed since it last read them.
-    case busy(dirty: Bool)
-  }
-  private var publisher = Publisher.idle
-  /// A job's finish that waits for the publishing thread to write the final counts.
-  private(set) var pendingFinish: JobFinish?
-
-  /// A task was tracked. Returns the progress the caller must publish to, if it must.
-  mutating func tracked(_ task: Operation) -> Progress? {
+  /// A task was tracked. Returns whether a published progress must show it.
+  mutating func tracked(_ task: Operation) -> Bool {
     total += 1
     if progress != nil, task is any ProgressReporting {
       reporters[ObjectIdentifier(task)] = task
     }
-    return changed()
+    return progress != nil
   }
 
   /// A retried task's replaced attempt was forgotten.
-  mutating func forgot(_ task: Operation) -> Progress? {
+  mutating func forgot(_ task: Operation) -> Bool {
     total -= 1
     if progress != nil {
       reporters.removeValue(forKey: ObjectIdentifier(task))
     }
-    return changed()
+    return progress != nil
   }
 
   /// A task was routed.
-  mutating func routed(_ task: Operation) -> Progress? {
+  mutating func routed(_ task: Operation) -> Bool {
     completed += 1
     if progress != nil, !reporters.isEmpty {
       reporters.removeValue(forKey: ObjectIdentifier(task))
     }
-    return changed()
+    return progress != nil
   }
 
   /// Installs `created` unless a progress exists, with the unrouted `tasks` that report their own
@@ -70,70 +60,26 @@ struct ProgressState {
     for task in tasks where task is any ProgressReporting {
       reporters[ObjectIdentifier(task)] = task
     }
-    return (created, changed() != nil)
+    return (created, true)
   }
 
-  /// The job is about to finish (`finish`): every unit is complete (an empty job shows 1 of 1).
-  /// Returns the finish to perform now, with the progress to publish the final counts to first
-  /// (if any); or `nil` if another thread publishes: it performs `finish` once it wrote the
-  /// final counts (see ``nextPublication()``).
-  mutating func finish(_ finish: JobFinish) -> JobFinish? {
+  /// The job is about to finish: every unit is complete (an empty job shows 1 of 1). Returns
+  /// whether a published progress must show it.
+  mutating func finish() -> Bool {
     isFinished = true
     total = max(1, total)
     completed = total
     reporters = [:]
-    guard let progress else { return finish }
-    switch publisher {
-    case .idle:
-      publisher = .busy(dirty: true)
-      var now = finish
-      now.publish = progress
-      return now
-    case .busy:
-      publisher = .busy(dirty: true)
-      pendingFinish = finish
-      return nil
-    }
+    return progress != nil
   }
 
-  enum Publication {
-    /// Write these counts, then ask again.
-    case write(total: Int64, completed: Int64)
-    /// Nothing changed since the last write: publishing is over.
-    case done
-    /// Publishing is over, and the job's finish waited for it: perform it now.
-    case finishJob(JobFinish)
-  }
-
-  /// For the publishing thread: what to do next.
-  mutating func nextPublication() -> Publication {
-    guard case .busy(let dirty) = publisher else { return .done }
-    if dirty {
-      publisher = .busy(dirty: false)
-      return .write(total: total, completed: completed)
-    }
-    publisher = .idle
-    if let finish = pendingFinish {
-      pendingFinish = nil
-      return .finishJob(finish)
-    }
-    return .done
+  /// The counts to write to the published progress, if there is one.
+  func publication() -> (progress: Progress, total: Int64, completed: Int64)? {
+    progress.map { ($0, total, completed) }
   }
 
   /// The job's own counts and the tasks whose fraction adds to them, for `fractionCompleted`.
   func fractionInputs() -> (completed: Int64, total: Int64, finished: Bool, reporters: [Operation]) {
     (completed, total, isFinished, Array(reporters.values))
-  }
-
-  private mutating func changed() -> Progress? {
-    guard let progress else { return nil }
-    switch publisher {
-    case .idle:
-      publisher = .busy(dirty: true)
-      return progress
-    case .busy:
-      publisher = .busy(dirty: true)
-      return nil
-    }
   }
 }

@@ -9,22 +9,29 @@ import Foundation
 /// job would wait forever). The wrapper puts the operation's own block back, runs it once, then
 /// tells every joined observer once.
 ///
+/// Once an operation may be finishing, its `completionBlock` is written only by the wrapper
+/// Foundation runs: corelibs reads the block of a finishing operation with no lock, so a write
+/// racing that read could tear it or free the block it retains (the core model's long mode
+/// crashed in `swift_retain` under `Operation.observeValue` so, issue 19).
+///
 /// The registry's locks guard nothing but the registry: no `completionBlock` is read or written,
 /// and no observer is called, while one is held.
 enum CompletionBlockHook {
   /// The observers of one plain operation. Its fields are only touched under its stripe's lock.
   final class Hook: @unchecked Sendable {
     // @unchecked Sendable: mutable fields are guarded by the registry stripe's lock.
+    // Exclusivity unchecked on every field: only touched under that lock, so the runtime's
+    // check (one per plain task on `fire`) is redundant.
     /// The installing job's node, and those of jobs that joined (rare: no array for one job).
     /// Both are dropped when the hook fires, so a wrapper left on a finished operation holds no
     /// job.
-    var first: TrackedTask?
-    var others: [TrackedTask] = []
+    @exclusivity(unchecked) var first: TrackedTask?
+    @exclusivity(unchecked) var others: [TrackedTask] = []
     /// The operation's own block, known once the installer read it.
-    var previous: (@Sendable () -> Void)?
-    var fired = false
+    @exclusivity(unchecked) var previous: (@Sendable () -> Void)?
+    @exclusivity(unchecked) var fired = false
     /// A job claimed the right to add the operation to a queue.
-    var queueClaimed = false
+    @exclusivity(unchecked) var queueClaimed = false
 
     init(_ observer: TrackedTask, previous: (@Sendable () -> Void)?) {
       first = observer
@@ -47,6 +54,10 @@ enum CompletionBlockHook {
     case joined(claimed: Bool)
     /// `node`'s job already observes the operation: nothing registered.
     case duplicate
+    /// The operation had finished when `node` came to wrap its block: `node` is registered but
+    /// nothing was written (Foundation runs the operation's own block); the caller signals the
+    /// observers with ``signalIfFinishedWhileWrapping(_:_:)``.
+    case finished(Hook)
   }
 
   /// Arranges for `node` to be signalled once `operation` finished and, if `claimingQueue`,
@@ -73,25 +84,33 @@ enum CompletionBlockHook {
       return (hook, nil)
     }
     guard let hook else { return joined ?? .duplicate }
-    operation.completionBlock = { [hook, unowned(unsafe) operation] in
+    let wrapper: @Sendable () -> Void = { [hook, unowned(unsafe) operation] in
       // Foundation holds the operation while its completionBlock runs.
       fire(hook, of: operation, runningPrevious: true)
     }
+    // Corelibs Foundation reads a finishing operation's block with no lock, after `isFinished`
+    // turned true and after a section under the operation's lock (which the setter takes): a
+    // write that overlaps that read can tear it or free the block it is retaining. So a task
+    // that finished keeps its own block (Foundation runs it), and this check, the only one on
+    // the way from `track`, comes right before the write, the wrapper made before it: only a
+    // task that turns finished after the check and gets through Foundation's locked section
+    // before the setter takes the lock (a thread preempted in between) can still meet the
+    // write. Tracking before queueing avoids even that.
+    if operation.isFinished {
+      return .finished(hook)
+    }
+    operation.completionBlock = wrapper
     return .installed(hook, claimed: true)
   }
 
-  /// For the installer: if `operation` finished while its block was being wrapped, Foundation
-  /// may have taken either block. Puts the operation's own block back (if Foundation took the
-  /// wrapper, the wrapper still runs the own block once) and signals the observers now; a later
-  /// run of the wrapper signals nobody twice.
+  /// For the installer: if `operation` finished while its block was being wrapped (or before,
+  /// see ``Observation/finished(_:)``), Foundation
+  /// took either block, its own or the wrapper (which runs the own block once), and may be
+  /// reading it right now with no lock: so the block is left as it is, and the observers are
+  /// signalled now; a later run of the wrapper signals nobody twice. (A wrapper Foundation did
+  /// not take stays on the operation: it holds no job, and runs the own block if called.)
   static func signalIfFinishedWhileWrapping(_ operation: Operation, _ hook: Hook) {
     guard operation.isFinished else { return }
-    let previous: (@Sendable () -> Void)?? = stripe(for: OperationKey(operation)).withLock { _ in
-      hook.fired ? nil : hook.previous
-    }
-    // Already fired: the wrapper ran and did all of this.
-    guard let previous else { return }
-    operation.completionBlock = previous
     fire(hook, of: operation, runningPrevious: false)
   }
 

@@ -192,7 +192,7 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
       reportMisuse(code, what)
     case .notify(let observers):
       postFinishChange()
-      ThreadDrain.notify(observers, of: self)
+      ThreadDrain.notify(observers, of: self, error: error)
     }
   }
 

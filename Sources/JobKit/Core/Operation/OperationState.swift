@@ -3,12 +3,19 @@
 /// notifications were posted, with no JobKit lock held.
 protocol OperationFinishObserver: AnyObject, Sendable {
   func operationDidFinish(_ operation: ConcurrentOperation)
+  /// As ``operationDidFinish(_:)``, with the error the operation finished with (so that an
+  /// observer need not take the operation's lock to read it). Calls that by default.
+  func operationDidFinish(_ operation: ConcurrentOperation, error: (any Error)?)
   /// The job this observer belongs to, if any: a job observes an operation at most once.
   var observingJob: ObjectIdentifier? { get }
 }
 
 extension OperationFinishObserver {
   var observingJob: ObjectIdentifier? { nil }
+
+  func operationDidFinish(_ operation: ConcurrentOperation, error: (any Error)?) {
+    operationDidFinish(operation)
+  }
 }
 
 /// Something that wants to know when a ``ConcurrentOperation`` starts (a job whose events are

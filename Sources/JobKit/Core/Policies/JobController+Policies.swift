@@ -89,8 +89,8 @@ extension JobController {
     guard retry.number < retry.policy.maxAttempts, let error = retryableError(of: node),
       retry.policy.retryIf(error)
     else { return false }
-    // `observesEvents` never changes once the node is published: read it without the lock.
-    let now = node.extras?.observesEvents == true ? ContinuousClock.now : nil
+    // `timing` never changes once the node is published: read it without the lock.
+    let now = node.timing != nil ? ContinuousClock.now : nil
     guard let (admitted, timeout) = jobState.withLock({ $0.beginRetry(of: node, at: now) }) else { return false }
     timeout?.cancel()
     queueAdmitted(admitted)
@@ -98,7 +98,8 @@ extension JobController {
     let delay = retry.policy.delay(beforeAttempt: retry.number + 1, using: &generator)
     // Weak: a timer that outlives the job (a clock may hold cancelled timers) must not keep it.
     let timer = clock.schedule(after: delay) { [weak self, weak node] in
-      guard let self, let node, self.jobState.withLock({ $0.claimRetry(of: node) }) else { return }
+      guard let self, let node, let claimed = self.jobState.withLock({ $0.claimRetry(of: node) }) else { return }
+      _ = claimed  // the delay's timer, released after the lock
       retry.trackNext(node)
     }
     if !jobState.withLock({ $0.retryScheduled(timer, for: node) }) {
@@ -128,7 +129,7 @@ extension JobController {
       guard let self, let node, let task = self.jobState.withLock({ $0.armedTask(of: node) }), !task.isFinished,
         let expired = self.jobState.withLock({ $0.timeoutExpired(for: node) })
       else { return }
-      expired.cancel()
+      expired.task.cancel()
     }
     if !jobState.withLock({ $0.timeoutScheduled(timer, for: node) }) {
       timer.cancel()

@@ -10,10 +10,12 @@ import Foundation
 extension JobState {
   /// `node`, tracked with `waitsForSlot`, is observed now: it takes a free slot of its group if
   /// nobody waits for one (returns `true`: the caller queues it), else waits in line (`false`).
-  mutating func admitOrWait(_ node: TrackedTask) -> Bool {
-    guard !node.isSignalled else { return false }
+  /// Once admitted, a task that waited goes to `queue`. While the job is suspended, no slot is
+  /// given: the task is held back until the resume (`JobState+Suspension.swift`).
+  mutating func admitOrWait(_ node: TrackedTask, queue: OperationQueue) -> Bool {
+    guard node.state.isUnfinished else { return false }
     if suspension.isSuspended {
-      suspension.waiting.append(node)
+      hold(node, for: queue)
       return false
     }
     let group = node.group
@@ -22,7 +24,7 @@ extension JobState {
       group.giveSlot(to: node)
       return true
     }
-    group.enqueueWaiting(node)
+    group.enqueueWaiting(node, for: queue)
     return false
   }
 
@@ -38,19 +40,18 @@ extension JobState {
     return admissions(group.admitWaiting())
   }
 
-  /// `node` no longer runs (it finished, or a failed attempt waits for its retry): it gives its
-  /// slot back. Returns the waiting tasks admitted to it, to be queued by the caller.
-  mutating func releaseSlot(of node: TrackedTask) -> [Admission] {
-    guard let extras = node.extras, extras.holdsSlot else { return [] }
-    extras.holdsSlot = false
-    node.group.running -= 1
+  /// A task of `group` that held a slot no longer runs (it finished, or a failed attempt waits
+  /// for its retry): its slot goes back. Returns the waiting tasks admitted to it, to be queued
+  /// by the caller (none while the job is suspended: the resume admits them).
+  mutating func releaseSlot(in group: TaskGroupEntry) -> [Admission] {
+    group.running -= 1
     guard !suspension.isSuspended else { return [] }
-    return admissions(node.group.admitWaiting())
+    return admissions(group.admitWaiting())
   }
 
-  func admissions(_ nodes: [TrackedTask]) -> [Admission] {
-    nodes.compactMap { node in
-      guard let task = node.task, let queue = node.extras?.pendingQueue else { return nil }
+  func admissions(_ admitted: [(node: TrackedTask, queue: OperationQueue)]) -> [Admission] {
+    admitted.compactMap { node, queue in
+      guard let task = node.task else { return nil }
       return (task, queue)
     }
   }

@@ -4,42 +4,35 @@ import Foundation
 /// scheduled on the job's clock with no lock held, then the timer is recorded, so a timer that
 /// fires or is disarmed in between is never lost or left running.
 extension JobState {
-  /// A timeout is about to be scheduled for `node`. Returns `false` if the task already finished
-  /// (or the job stops): then no timeout is needed.
+  /// A timeout is about to be scheduled for `node`. Returns `false` if the task already finished,
+  /// its attempt waits for a retry, or the job stops: then no timeout is needed.
   mutating func armTimeout(for node: TrackedTask) -> Bool {
-    // A retried attempt that already failed waits for its retry: it needs no timeout.
-    guard !node.isSignalled, !phase.isStopping, let extras = node.extras, !extras.retryPending else { return false }
-    extras.timeoutArmed = true
-    return true
+    guard !phase.isStopping else { return false }
+    return node.state.armTimeout()
   }
 
   /// The timeout's timer was scheduled. Returns `false` if it is no longer needed (the task
   /// finished, the job stopped or the timeout already fired): the caller cancels it.
   mutating func timeoutScheduled(_ timer: any JobTimer, for node: TrackedTask) -> Bool {
-    guard let extras = node.extras, extras.timeoutArmed else { return false }
-    extras.timeout = timer
-    return true
+    node.state.timeoutScheduled(timer)
   }
 
   /// `node`'s task while its timeout is armed.
   func armedTask(of node: TrackedTask) -> Operation? {
-    guard !node.isSignalled, node.extras?.timeoutArmed == true else { return nil }
-    return node.task
+    node.state.isTimeoutArmed ? node.task : nil
   }
 
-  /// `node`'s timeout expired (the caller saw its task unfinished). Returns the task to cancel,
-  /// or `nil` if the task finished (or the job stopped) meanwhile.
-  mutating func timeoutExpired(for node: TrackedTask) -> Operation? {
-    guard !node.isSignalled, let extras = node.extras, extras.timeoutArmed, let task = node.task else { return nil }
-    extras.timeoutArmed = false
-    extras.timeout = nil
-    extras.timedOut = true
-    return task
+  /// `node`'s timeout expired (the caller saw its task unfinished). Returns the task to cancel
+  /// and the expired timer (released by the caller after the lock), or `nil` if the task
+  /// finished (or the job stopped) meanwhile.
+  mutating func timeoutExpired(for node: TrackedTask) -> (task: Operation, timer: (any JobTimer)?)? {
+    guard let task = node.task, let expired = node.state.timeoutExpired() else { return nil }
+    return (task, expired.timer)
   }
 
   /// Whether `node`'s task timed out.
   func timedOut(_ node: TrackedTask) -> Bool {
-    node.extras?.timedOut == true
+    node.state.timedOut
   }
 
   /// An attempt of a retried task failed with `error` and may be retried. Returns `nil` if the
@@ -54,45 +47,23 @@ extension JobState {
   mutating func beginRetry(of node: TrackedTask, at now: ContinuousClock.Instant? = nil)
     -> (admitted: [Admission], timeout: (any JobTimer)?)?
   {
-    guard !phase.isStopping, !node.isSignalled, let extras = node.extras else { return nil }
-    extras.retryPending = true
-    extras.finishedAt = now
-    return (releaseSlot(of: node), extras.disarmTimeout().first)
+    guard !phase.isStopping, let release = node.state.beginRetry() else { return nil }
+    node.timing?.finishedAt = now
+    return (release.slot ? releaseSlot(in: node.group) : [], release.timer)
   }
 
   /// The retry delay's timer was scheduled. Returns `false` if it is no longer needed (a stop
   /// routed the failed attempt): the caller cancels it.
   mutating func retryScheduled(_ timer: any JobTimer, for node: TrackedTask) -> Bool {
-    guard let extras = node.extras, extras.retryPending else { return false }
-    extras.retryTimer = timer
-    return true
+    node.state.retryScheduled(timer)
   }
 
-  /// The retry delay ended. Returns `true` if the caller must now track the next attempt
-  /// (`false` if a stop already routed the failed attempt).
-  mutating func claimRetry(of node: TrackedTask) -> Bool {
-    guard let extras = node.extras, extras.retryPending, !phase.isStopping else { return false }
-    extras.retryPending = false
-    extras.retryTimer = nil
-    return true
-  }
-}
-
-extension TaskExtras {
-  /// Disarms the timeout. Returns its timer, to cancel, if one was scheduled.
-  func disarmTimeout() -> [any JobTimer] {
-    timeoutArmed = false
-    defer { timeout = nil }
-    return timeout.map { [$0] } ?? []
-  }
-
-  /// Ends a pending retry delay, if there is one. Returns `nil` if none was pending, else the
-  /// delay's timer (if scheduled), to cancel.
-  func endPendingRetry() -> [any JobTimer]? {
-    guard retryPending else { return nil }
-    retryPending = false
-    defer { retryTimer = nil }
-    return retryTimer.map { [$0] } ?? []
+  /// The retry delay ended. Returns the delay's timer (released by the caller after the lock)
+  /// if the caller must now track the next attempt, `nil` if a stop already routed the failed
+  /// attempt.
+  mutating func claimRetry(of node: TrackedTask) -> TaskState.Release? {
+    guard !phase.isStopping else { return nil }
+    return node.state.claimRetry()
   }
 }
 
@@ -111,6 +82,6 @@ extension JobState {
   mutating func graceEnded() -> [Operation] {
     graceTimer = nil
     guard !phase.isFinished else { return [] }
-    return registry.nodes.lazy.filter { !$0.isSignalled }.compactMap(\.task)
+    return registry.nodes.lazy.filter { $0.state.isUnfinished }.compactMap(\.task)
   }
 }

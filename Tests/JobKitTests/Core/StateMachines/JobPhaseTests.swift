@@ -86,49 +86,32 @@ struct JobPhaseTests {
     #expect(check9)
   }
 
-  @Test func theRouterIsHeldUntilMainReturnedThenTakenByOneThreadAtATime() {
+  @Test func nothingRoutesBeforeTheStartThenOnlyMainsTrackCallsThenAnyThread() {
     var phase = JobPhase.initial
-    let check201 = !phase.takeRouterIfFree()  // not started: held
+    let check201 = !phase.routes(for: 1, inTrack: true) && !phase.runsSteps  // not started
     #expect(check201)
     _ = phase.beginMain(on: 1)
-    let check202 = !phase.takeRouterIfFree()  // main() holds it
+    let check202 = !phase.routes(for: 2, inTrack: true)  // another thread, while main() runs
     #expect(check202)
-    phase.mainReturned()
-    let check203 = !phase.takeRouterIfFree()  // main's thread routes first
+    let check203 = !phase.routes(for: 1, inTrack: false)  // main's thread, outside a track call
     #expect(check203)
-    phase.releaseRouter()
-    let check10 = phase.takeRouterIfFree()
+    let check10 = phase.routes(for: 1, inTrack: true) && !phase.runsSteps
     #expect(check10)
-    let check106 = !phase.takeRouterIfFree()
+    phase.mainReturned()
+    let check106 = phase.routes(for: 2, inTrack: false) && phase.runsSteps
     #expect(check106)
-  }
-
-  @Test func onlyMainsOwnThreadRoutesWhileMainRunsAndNotReentrantly() {
-    var phase = JobPhase.initial
-    _ = phase.beginMain(on: 1)
-    let check107 = !phase.beginRoutingInMain(on: 2)
+    phase.finish()
+    let check107 = !phase.routes(for: 1, inTrack: true) && !phase.runsSteps
     #expect(check107)
-    let check11 = phase.beginRoutingInMain(on: 1)
-    #expect(check11)
-    let check12 = phase.isRoutingInMain
-    #expect(check12)
-    let check108 = !phase.beginRoutingInMain(on: 1)
-    #expect(check108)
-    phase.endRoutingInMain()
-    let check109 = !phase.isRoutingInMain
-    #expect(check109)
-    let check13 = phase.beginRoutingInMain(on: 1)
-    #expect(check13)
   }
 
-  @Test func aStopKeepsThePhaseAndItsRouter() {
+  @Test func aStopKeepsThePhase() {
     var phase = JobPhase.initial
     _ = phase.beginMain(on: 1)
     phase.mainReturned()
-    phase.releaseRouter()
     let check14 = phase.recordStop(.cancelled)
     #expect(check14)
-    let check15 = phase.takeRouterIfFree()
+    let check15 = phase.runsSteps
     #expect(check15)
     let check16 = phase.summary(queued: true) == "routing, cancelled"
     #expect(check16)

@@ -19,7 +19,7 @@ struct JobStateFinishTests {
     }
     var step = state.nextStep()
     if case .allTasksFinished = step, let next = state.allTasksFinishedReturned() {
-      step = next
+      step = .finish(next)
     }
     guard case .finish(let finish) = step else {
       Issue.record("no finish: \(step)")

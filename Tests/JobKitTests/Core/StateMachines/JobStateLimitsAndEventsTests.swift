@@ -21,7 +21,7 @@ struct JobStateLimitsAndEventsTests {
 
   private func track(_ task: Operation, in state: inout JobState, queue: OperationQueue? = nil) -> Tracked {
     let outcome = state.track(task, queue: queue) { TrackedTask(job: job, task: task, group: $0) }
-    guard case .tracked(let node, let cancel, let queueNow, let waitsForSlot, _, _, _) = outcome else {
+    guard case .tracked(let node, let cancel, let queueNow, let waitsForSlot, _, _) = outcome else {
       Issue.record("not tracked: \(outcome)")
       let node = TrackedTask(job: job, task: task, group: TaskGroupEntry(type: type(of: task)))
       return Tracked(node: node, cancel: false, queueNow: false, waitsForSlot: false)
@@ -54,10 +54,10 @@ struct JobStateLimitsAndEventsTests {
     _ = state.setLimit(1, for: Alpha.self)
     let queue = OperationQueue()
     let holder = track(Alpha(), in: &state, queue: queue)
-    let holderAdmitted = state.admitOrWait(holder.node)
+    let holderAdmitted = state.admitOrWait(holder.node, queue: queue)
     #expect(holder.waitsForSlot && !holder.queueNow && holderAdmitted)
     let waiting = track(Alpha(), in: &state, queue: queue)
-    let waitingAdmitted = state.admitOrWait(waiting.node)
+    let waitingAdmitted = state.admitOrWait(waiting.node, queue: queue)
     #expect(!waitingAdmitted)
     let racing = track(Alpha(), in: &state, queue: queue)  // its finish is not observed yet
 
@@ -67,20 +67,20 @@ struct JobStateLimitsAndEventsTests {
     let group = state.registry.group(for: Alpha.self)
     #expect(group.running == 1 && group.waitingCount == 1)
 
-    let racingAdmitted = state.admitOrWait(racing.node)
+    let racingAdmitted = state.admitOrWait(racing.node, queue: queue)
     #expect(!racingAdmitted)  // before the fix: admitted without a slot
     // Tracked after the stop: cancelled at once, and it too waits for a slot.
     let late = track(Alpha(), in: &state, queue: queue)
     #expect(late.cancel && late.waitsForSlot && !late.queueNow)
-    let lateAdmitted = state.admitOrWait(late.node)
+    let lateAdmitted = state.admitOrWait(late.node, queue: queue)
     #expect(!lateAdmitted)
     #expect(group.running == 1 && group.waitingCount == 3)
 
     // The holder ignored the cancel and finishes now: one slot, one task, in tracking order.
-    #expect(ids(state.taskFinished(holder.node).admitted) == [id(waiting)])
-    #expect(ids(state.taskFinished(waiting.node).admitted) == [id(racing)])
-    #expect(ids(state.taskFinished(racing.node).admitted) == [id(late)])
-    #expect(state.taskFinished(late.node).admitted.isEmpty)
+    #expect(ids(state.taskFinished(holder.node)?.admitted ?? []) == [id(waiting)])
+    #expect(ids(state.taskFinished(waiting.node)?.admitted ?? []) == [id(racing)])
+    #expect(ids(state.taskFinished(racing.node)?.admitted ?? []) == [id(late)])
+    #expect(state.taskFinished(late.node)?.admitted.isEmpty ?? true)
     #expect(group.running == 0 && group.waitingCount == 0)
   }
 
@@ -90,7 +90,7 @@ struct JobStateLimitsAndEventsTests {
     _ = state.setLimit(1, for: Alpha.self)
     let queue = OperationQueue()
     let nodes = (0..<4).map { _ in track(Alpha(), in: &state, queue: queue) }
-    let admitted = nodes.map { state.admitOrWait($0.node) }
+    let admitted = nodes.map { state.admitOrWait($0.node, queue: queue) }
     #expect(admitted == [true, false, false, false])
     _ = state.stop(.failed(TestError()))
     #expect(ids(state.setLimit(2, for: Alpha.self)) == [id(nodes[1])])
@@ -107,12 +107,7 @@ struct JobStateLimitsAndEventsTests {
   }
 
   private func labels(_ state: inout JobState) -> [String] {
-    guard state.listeners.beginDelivery() else { return [] }
-    var labels: [String] = []
-    while let delivery = state.listeners.nextDelivery() {
-      labels += delivery.events.map { $0.stamped(.now).label }
-    }
-    return labels
+    state.outbox.takeNested().events.map { $0.stamped(.now).label }
   }
 
   /// A retried task is one task for events, as for routing: a stop that ends its retry delay
@@ -129,8 +124,8 @@ struct JobStateLimitsAndEventsTests {
     #expect(labels(&state) == ["tracked a"])
     state.mainReturned()
     let stop = state.stop(.cancelled)
-    #expect(stop.cancel.isEmpty && !stop.route)  // this thread holds the router
-    guard case .route(let batch) = state.nextStep(), batch.count == 1 else {
+    #expect(stop.cancel.isEmpty)
+    guard state.outbox.routeCount == 1, state.outbox.takeRoute(if: true) === attempt else {
       Issue.record("the attempt whose retry the stop ended is not routed")
       return
     }
@@ -152,11 +147,11 @@ struct JobStateLimitsAndEventsTests {
     let first = track(Alpha(), in: &state).node
     _ = state.confirmTracked(first, name: "a", at: .now)
     _ = state.beginRetry(of: first, at: .now)
-    let claimed = state.claimRetry(of: first)
+    let claimed = state.claimRetry(of: first) != nil
     #expect(claimed)
     let next = Alpha()
     let outcome = state.track(next, queue: nil, replacing: first) { TrackedTask(job: job, task: next, group: $0) }
-    guard case .tracked(let second, _, _, _, _, _, _) = outcome else {
+    guard case .tracked(let second, _, _, _, _, _) = outcome else {
       Issue.record("the next attempt was not tracked")
       return
     }
@@ -164,7 +159,7 @@ struct JobStateLimitsAndEventsTests {
     _ = state.confirmTracked(first, name: "a", at: .now)  // a late confirmation of the replaced one
     state.mainReturned()
     _ = state.taskFinished(second, at: .now)
-    guard case .route = state.nextStep() else {
+    guard state.outbox.takeRoute(if: true) === second else {
       Issue.record("not routed")
       return
     }
@@ -181,9 +176,8 @@ struct JobStateLimitsAndEventsTests {
     var (state, continuation) = listening()
     let node = track(Alpha(), in: &state).node
     state.mainReturned()
-    let finish = state.taskFinished(node, at: .now)
-    #expect(!finish.route)  // main()'s thread still holds the router
-    guard case .route = state.nextStep() else {
+    _ = state.taskFinished(node, at: .now)
+    guard state.outbox.takeRoute(if: true) === node else {
       Issue.record("not routed")
       return
     }

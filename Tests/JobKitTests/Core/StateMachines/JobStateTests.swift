@@ -15,7 +15,7 @@ struct JobStateTests {
 
   private func track(_ task: Operation, in state: inout JobState, queue: OperationQueue? = nil) -> TrackedTask {
     let outcome = state.track(task, queue: queue) { TrackedTask(job: job, task: task, group: $0) }
-    guard case .tracked(let node, _, _, _, _, _, _) = outcome else {
+    guard case .tracked(let node, _, _, _, _, _) = outcome else {
       Issue.record("not tracked: \(outcome)")
       return TrackedTask(job: job, task: task, group: TaskGroupEntry(type: type(of: task)))
     }
@@ -28,48 +28,68 @@ struct JobStateTests {
     return state
   }
 
+  /// The drainer's next batch's work on `thread`, as text (`nil`: nothing left, drainer released).
+  private func next(_ state: inout JobState, on thread: UInt, inTrack: Bool = false) -> String? {
+    guard let drain = state.nextDrain(on: thread, inTrack: inTrack) else { return nil }
+    switch drain.item {
+    case .none: return "none"
+    case .route(let node, _): return "route \(type(of: node.operation))"
+    case .step(.none): return "step none"
+    case .step(.group(.taskGroupFinished(let group))): return "group \(group)"
+    case .step(.group): return "group handler"
+    case .step(.allTasksFinished): return "all"
+    case .step(.finish(let finish)): return finish.error == nil ? "finish" : "finish failed"
+    }
+  }
+
   @Test func aTaskIsRoutedThenItsGroupThenAllTasksFinishedThenTheJobFinishes() {
     var state = started()
     let alpha = track(Alpha(), in: &state)
     let beta = track(Beta(), in: &state)
     let check1 = state.registry.count == 2
     #expect(check1)
-    let check201 = state.taskFinished(alpha).route == false  // main() holds the router
+    _ = state.taskFinished(alpha)
+    let check201 = state.claimDrain(on: 2) == .none && state.claimDrain(on: 1) == .none  // main() runs
     #expect(check201)
-    state.mainReturned()
-    guard case .route(let batch) = state.nextStep() else {
-      Issue.record("expected a batch")
-      return
-    }
-    #expect(batch.map(ObjectIdentifier.init) == [ObjectIdentifier(alpha)])
+    let check202 = state.claimDrain(on: 1, inTrack: true) == .drainer  // one of main's track calls
+    #expect(check202)
+    let check203 = next(&state, on: 1, inTrack: true) == "route Alpha"
+    #expect(check203)
     let check2 = state.beginRouting(alpha, failure: nil, isCancelled: false, name: nil).isDeliver
     #expect(check2)
-    guard case (.taskGroupFinished(let group), _) = state.routed(alpha) else {
+    guard case .none = state.routed(alpha) else {
+      Issue.record("a group callback while main() runs")
+      return
+    }
+    let check204 = next(&state, on: 1, inTrack: true) == nil
+    #expect(check204)
+    state.mainReturned()
+    let check205 = state.claimDrain(on: 1) == .drainer  // the deferred group is due
+    #expect(check205)
+    let check206 = next(&state, on: 1) == "group \(Alpha.self)"
+    #expect(check206)
+    let check207 = next(&state, on: 1) == nil  // beta is unfinished
+    #expect(check207)
+    _ = state.taskFinished(beta)
+    let check208 = state.claimDrain(on: 3) == .drainer  // nobody drains: this thread does
+    #expect(check208)
+    let check209 = state.claimDrain(on: 4) == .none
+    #expect(check209)
+    let check210 = next(&state, on: 3) == "route Beta"
+    #expect(check210)
+    guard case .taskGroupFinished(let group) = state.routed(beta) else {
       Issue.record("no group")
       return
     }
-    #expect(group == Alpha.self)
-    guard case .release = state.nextStep() else {
-      Issue.record("expected release")
-      return
-    }
-    let check202 = state.taskFinished(beta).route  // nobody routes: this thread takes the router
-    #expect(check202)
-    guard case .route = state.nextStep() else {
-      Issue.record("expected a batch")
-      return
-    }
-    _ = state.routed(beta)
-    guard case .allTasksFinished = state.nextStep() else {
-      Issue.record("expected all")
-      return
-    }
-    guard case .finish(let finish)? = state.allTasksFinishedReturned() else {
+    #expect(group == Beta.self)
+    let check211 = next(&state, on: 3) == "all"
+    #expect(check211)
+    guard let last = state.drainAfterAllTasksFinished(), case .step(.finish(let finish)) = last.item else {
       Issue.record("no finish")
       return
     }
     #expect(finish.error == nil)
-    let check3 = state.phase.isFinished
+    let check3 = state.phase.isFinished && state.outbox.drainer == .idle
     #expect(check3)
     guard
       case .jobFinished = state.track(
@@ -84,13 +104,15 @@ struct JobStateTests {
     var state = started()
     let first = track(Alpha(), in: &state)
     _ = state.taskFinished(first)
-    let check4 = state.beginRoutingInMain(on: 1).count == 1
+    let check4 = state.claimDrain(on: 1, inTrack: true) == .drainer
     #expect(check4)
-    guard case (.none, _) = state.routed(first) else {
+    let check41 = next(&state, on: 1, inTrack: true) == "route Alpha"
+    #expect(check41)
+    guard case .none = state.routed(first) else {
       Issue.record("a group fired while main ran")
       return
     }
-    let check5 = state.nextBatchInMain().isEmpty
+    let check5 = next(&state, on: 1, inTrack: true) == nil
     #expect(check5)
     state.mainReturned()
     guard case .group(.taskGroupFinished) = state.nextStep() else {
@@ -103,20 +125,46 @@ struct JobStateTests {
     }
   }
 
+  /// The finishing thread reports what routing needs: the drainer that takes the task decides
+  /// its callback in the same step (a failure is recorded then); a timed-out task whose
+  /// `isCancelled` was not read is left to the router.
+  @Test func aReportedFinishIsDecidedAsItIsTaken() {
+    var state = started()
+    state.mainReturned()
+    let failed = track(Alpha(), in: &state)
+    _ = state.taskFinished(failed, report: FinishReport(error: TestError(3), isCancelled: false))
+    let check40 = state.claimDrain(on: 2) == .drainer
+    #expect(check40)
+    guard case .route(let node, .deliver?)? = state.nextDrain(on: 2)?.item, node === failed else {
+      Issue.record("expected the reported task, decided")
+      return
+    }
+    let check41 = state.failures.map { $0.error as? TestError } == [TestError(3)]
+    #expect(check41)
+    let timedOut = track(Beta(), in: &state)
+    let check42 = state.armTimeout(for: timedOut) && state.timeoutExpired(for: timedOut) != nil
+    #expect(check42)
+    _ = state.taskFinished(timedOut, report: FinishReport())
+    _ = state.routed(failed)
+    guard case .route(let late, nil)? = state.nextDrain(on: 2)?.item, late === timedOut else {
+      Issue.record("expected the timed-out task, undecided")
+      return
+    }
+  }
+
   @Test func aStopCancelsUnfinishedTasksRoutesAPendingRetryAndSkipsCallbacks() {
     var state = started()
     let running = track(Alpha(), in: &state)
     let retrying = track(Beta(), in: &state)
-    retrying.extras = TaskExtras()
     let check6 = state.beginRetry(of: retrying)?.admitted.isEmpty == true
     #expect(check6)
     let actions = state.stop(.cancelled)
     #expect(actions.cancel.map(ObjectIdentifier.init) == [ObjectIdentifier(running.operation)])
-    let check203 = state.registry.finished.count == 1  // the failed attempt is its task's last one
+    let check203 = state.outbox.routeCount == 1  // the failed attempt is its task's last one
     #expect(check203)
     let check7 = state.beginRouting(retrying, failure: nil, isCancelled: false, name: nil).isSkip
     #expect(check7)
-    let check101 = !state.stop(.failed(TestError())).route
+    let check101 = state.stop(.failed(TestError())).cancel.isEmpty  // the first reason won
     #expect(check101)
   }
 
@@ -125,12 +173,11 @@ struct JobStateTests {
     _ = state.setLimit(1, for: Alpha.self)
     let queue = OperationQueue()
     let nodes = (0..<3).map { _ in track(Alpha(), in: &state, queue: queue) }
-    #expect(nodes.allSatisfy { $0.extras?.pendingQueue === queue })
-    let check8 = state.admitOrWait(nodes[0])
+    let check8 = state.admitOrWait(nodes[0], queue: queue)
     #expect(check8)
-    let check102 = !state.admitOrWait(nodes[1])
+    let check102 = !state.admitOrWait(nodes[1], queue: queue)
     #expect(check102)
-    let check103 = !state.admitOrWait(nodes[2])
+    let check103 = !state.admitOrWait(nodes[2], queue: queue)
     #expect(check103)
     // nodes[0]'s attempt fails and waits for a retry: its slot goes to nodes[1].
     let check9 =
@@ -138,8 +185,8 @@ struct JobStateTests {
         ObjectIdentifier(nodes[1].operation)
       ]
     #expect(check9)
-    let check10 =
-      state.taskFinished(nodes[1]).admitted.map { ObjectIdentifier($0.task) } == [ObjectIdentifier(nodes[2].operation)]
+    let admitted = state.taskFinished(nodes[1])?.admitted ?? []
+    let check10 = admitted.map { ObjectIdentifier($0.task) } == [ObjectIdentifier(nodes[2].operation)]
     #expect(check10)
     let check11 = state.registry.group(for: Alpha.self).running == 1
     #expect(check11)
@@ -149,14 +196,13 @@ struct JobStateTests {
     struct NoTimer: JobTimer { func cancel() {} }
     var state = started()
     let node = track(Alpha(), in: &state)
-    node.extras = TaskExtras()
     let check12 = state.armTimeout(for: node)
     #expect(check12)
     let check13 = state.timeoutScheduled(NoTimer(), for: node)
     #expect(check13)
     let check14 = state.armedTask(of: node) === node.operation
     #expect(check14)
-    let check15 = state.taskFinished(node).timeout != nil
+    let check15 = state.taskFinished(node)?.timeout != nil
     #expect(check15)
     let check16 = state.armedTask(of: node) == nil
     #expect(check16)
@@ -171,7 +217,6 @@ struct JobStateTests {
   @Test func anAttemptThatFailedBeforeItsTimeoutWasArmedGetsNone() {
     var state = started()
     let node = track(Alpha(), in: &state)
-    node.extras = TaskExtras()
     let retrying = state.beginRetry(of: node) != nil
     #expect(retrying)
     let armed = state.armTimeout(for: node)
@@ -181,10 +226,9 @@ struct JobStateTests {
   @Test func anExpiredTimeoutMarksTheTaskTimedOutOnce() {
     var state = started()
     let node = track(Alpha(), in: &state)
-    node.extras = TaskExtras()
     let check18 = state.armTimeout(for: node)
     #expect(check18)
-    let check19 = state.timeoutExpired(for: node) === node.operation
+    let check19 = state.timeoutExpired(for: node)?.task === node.operation
     #expect(check19)
     let check20 = state.timeoutExpired(for: node) == nil
     #expect(check20)
@@ -199,8 +243,8 @@ struct JobStateTests {
     let second = track(task, in: &state)
     let check22 = state.registry.count == 2
     #expect(check22)
-    _ = state.untrackDuplicate(second)
-    let check23 = state.registry.count == 1 && first.isRegistered && !second.isRegistered
+    state.untrackDuplicate(second)
+    let check23 = state.registry.count == 1 && first.state.isRegistered && !second.state.isRegistered
     #expect(check23)
     let check24 = state.registry.group(for: Alpha.self).unfinished == 1
     #expect(check24)
@@ -211,29 +255,24 @@ struct JobStateTests {
     let held = state.holdOpen()
     #expect(held)
     state.mainReturned()
-    guard case .release = state.nextStep() else {
-      Issue.record("a held job with nothing tracked must wait")
-      return
-    }
-    let routes = state.releaseHold()  // the last hold, nothing tracked, nobody routes
-    #expect(routes)
-    guard case .allTasksFinished = state.nextStep() else {
-      Issue.record("expected allTasksFinished once the hold was released")
-      return
-    }
+    let check30 = state.claimDrain(on: 1) == .none  // a held job with nothing tracked waits
+    #expect(check30)
+    state.releaseHold()  // the last hold, nothing tracked, nobody drains
+    let check31 = state.claimDrain(on: 2) == .drainer
+    #expect(check31)
+    let check32 = next(&state, on: 2) == "all"
+    #expect(check32)
     let again = state.holdOpen()  // taken inside allTasksFinished(): the job does not finish
     #expect(again)
-    #expect(state.allTasksFinishedReturned() == nil)
-    let releasedWhileRouting = state.releaseHold()  // this thread still holds the router
-    #expect(!releasedWhileRouting)
-    guard case .allTasksFinished = state.nextStep() else {
-      Issue.record("expected allTasksFinished again")
-      return
-    }
-    guard case .finish? = state.allTasksFinishedReturned() else {
-      Issue.record("expected the finish")
-      return
-    }
+    let check33 = state.drainAfterAllTasksFinished() == nil
+    #expect(check33)
+    state.releaseHold()
+    let check34 = state.claimDrain(on: 3) == .none  // 2 still drains
+    #expect(check34)
+    let check35 = next(&state, on: 2) == "all"
+    #expect(check35)
+    let check36 = state.drainAfterAllTasksFinished() != nil
+    #expect(check36)
     let afterFinish = state.holdOpen()
     #expect(!afterFinish)
   }

@@ -104,11 +104,11 @@ struct SuspensionStateTests {
   /// transition, then `admitOrWait` if it waits. Returns the node and whether it is queued now.
   private func track(_ task: Operation, in state: inout JobState, queue: OperationQueue) -> (TrackedTask, Bool) {
     let outcome = state.track(task, queue: queue) { TrackedTask(job: job, task: task, group: $0) }
-    guard case .tracked(let node, _, let queueNow, let waits, _, _, _) = outcome else {
+    guard case .tracked(let node, _, let queueNow, let waits, _, _) = outcome else {
       Issue.record("not tracked")
       return (TrackedTask(job: job, task: task, group: TaskGroupEntry(type: type(of: task))), false)
     }
-    return (node, queueNow || (waits && state.admitOrWait(node)))
+    return (node, queueNow || (waits && state.admitOrWait(node, queue: queue)))
   }
 
   private func ids(_ admitted: [JobState.Admission]) -> [ObjectIdentifier] {
@@ -127,9 +127,21 @@ struct SuspensionStateTests {
       #expect(!queued)
     }
     #expect(state.suspension.waiting.count == 3)
+    // Each held-back task's own state says so, with the queue it goes to.
+    for node in state.suspension.waiting {
+      guard case .unfinished(.suspended(let heldFor), _) = node.state, heldFor === queue else {
+        Issue.record("a held-back task's state does not say so: \(node.state)")
+        return
+      }
+    }
     let resumed = state.setSuspended(false, generation: 2)
     #expect(ids(resumed.admitted) == tasks.map(ObjectIdentifier.init))
     #expect(state.suspension.waiting.isEmpty)
+    let released = state.registry.nodes.allSatisfy { node in
+      if case .unfinished(.none, _) = node.state { return true }
+      return false
+    }
+    #expect(released)
   }
 
   @Test func aStaleChangeIsDropped() {
@@ -152,7 +164,7 @@ struct SuspensionStateTests {
     #expect(!heldQueued)
     // The holder finishes while suspended: its slot is not given to the line.
     let freed = state.taskFinished(holder)
-    #expect(freed.admitted.isEmpty)
+    #expect(freed?.admitted.isEmpty ?? true)
     let resumed = state.setSuspended(false, generation: 2)
     // One slot: the task that waited in line first; the held-back one joins the line.
     let group = state.registry.group(for: Alpha.self)

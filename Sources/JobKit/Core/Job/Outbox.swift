@@ -1,0 +1,144 @@
+/// What a job's transitions leave to be done once its lock is released (tasks to route, events
+/// to deliver, progress to publish), and who does it: one thread at a time, the drainer.
+///
+/// Transitions append to it under the job's lock. Afterwards the thread that changed the state
+/// asks ``claim(by:routes:)``: if nobody drains and there is something it may do, it becomes the
+/// drainer and loops: take a batch under the lock, release it, perform the batch, repeat, until
+/// ``take(routes:)`` finds nothing and releases the drainer. Everything a drainer performs is
+/// performed in the order it was appended, and exactly once.
+///
+/// A drainer that runs user code (a callback) may change the job's state on its own thread (a
+/// callback tracking a task): it then drains *nested*, events and progress only, so that they
+/// are not held back until the callback returned; routes stay for the outer loop, which keeps
+/// callbacks one at a time.
+///
+/// `Route` is a finished task (a node of the job); `Event` a recorded event. Generic so that it
+/// is tested with plain values.
+struct Outbox<Route, Event> {
+  enum Drainer: Equatable {
+    case idle
+    /// `thread` drains.
+    case busy(thread: UInt)
+  }
+
+  /// Which routes the asking thread may take now (the job's phase decides: while `main()` runs,
+  /// only `main()`'s own thread routes, and only per-task callbacks).
+  enum Routes {
+    case none
+    case some
+  }
+
+  private(set) var drainer = Drainer.idle
+  /// Finished tasks waiting to be routed, in the order they finished, from `routeHead` on.
+  private var routes: [Route?] = []
+  private var routeHead = 0
+  private var events: [Event] = []
+  /// The progress counts changed since they were last taken.
+  private(set) var progressChanged = false
+
+  var hasRoutes: Bool { routeHead < routes.count }
+  var routeCount: Int { routes.count - routeHead }
+  var hasEvents: Bool { !events.isEmpty }
+
+  // MARK: Appending (under the job's lock)
+
+  mutating func route(_ route: Route) {
+    routes.append(route)
+  }
+
+  mutating func yield(_ event: Event) {
+    events.append(event)
+  }
+
+  mutating func progressDidChange() {
+    progressChanged = true
+  }
+
+  /// Drops everything waiting (the job is freed abandoned, or its state reset).
+  mutating func removeAllRoutes() {
+    routes = []
+    routeHead = 0
+  }
+
+  // MARK: Draining
+
+  enum Role: Equatable {
+    /// Nothing for this thread to do.
+    case none
+    /// The thread became the drainer: it loops on ``take(routes:)`` until that returns `nil`.
+    case drainer
+    /// The thread is the drainer already (inside a callback it runs): it performs
+    /// ``takeNested()`` now.
+    case nested
+  }
+
+  /// After a transition on `thread`: whether it drains, and how. It becomes the drainer when
+  /// nobody drains and there is work it may do (`routes`: whether it may take routes now;
+  /// `extra`: the job has another step due, a group callback or the finish).
+  mutating func claim(by thread: UInt, routes allowed: Routes, extra: Bool = false) -> Role {
+    switch drainer {
+    case .idle:
+      guard hasWork(allowed) || extra else { return .none }
+      drainer = .busy(thread: thread)
+      return .drainer
+    case .busy(thread):
+      return events.isEmpty && !progressChanged ? .none : .nested
+    case .busy:
+      return .none
+    }
+  }
+
+  /// One batch for the drainer: every waiting event, whether to publish progress, and the next
+  /// route if `routes` allows. Empty when there is nothing; the caller then either performs a
+  /// step of its own or calls ``release()``.
+  struct Batch {
+    var events: [Event] = []
+    var publishProgress = false
+    var route: Route?
+
+    var isEmpty: Bool { events.isEmpty && !publishProgress && route == nil }
+  }
+
+  mutating func take(routes allowed: Routes) -> Batch {
+    var batch = takeNested()
+    batch.route = takeRoute(if: allowed == .some)
+    return batch
+  }
+
+  /// The oldest waiting route, if `allowed` and there is one.
+  mutating func takeRoute(if allowed: Bool) -> Route? {
+    guard allowed, hasRoutes else { return nil }
+    // Moved out (the slot keeps `nil`), so compacting releases nothing.
+    let route = routes[routeHead].take()
+    routeHead += 1
+    if routeHead == routes.count {
+      routes.removeAll(keepingCapacity: true)
+      routeHead = 0
+    } else if routeHead > 1024, routeHead * 2 > routes.count {
+      routes.removeFirst(routeHead)
+      routeHead = 0
+    }
+    return route
+  }
+
+  /// Events and progress only (for a nested drain, or a drainer that may not route now).
+  mutating func takeNested() -> Batch {
+    var batch = Batch()
+    if !events.isEmpty {
+      batch.events = events
+      events = []
+    }
+    batch.publishProgress = progressChanged
+    progressChanged = false
+    return batch
+  }
+
+  /// The drainer found nothing left: nobody drains any more.
+  mutating func release() {
+    drainer = .idle
+  }
+
+  func hasWork(_ allowed: Routes) -> Bool {
+    !events.isEmpty || progressChanged || (allowed == .some && hasRoutes)
+  }
+}
