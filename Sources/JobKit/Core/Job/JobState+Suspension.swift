@@ -32,6 +32,9 @@ extension JobState {
     var admitted: [Admission] = []
     /// The caller tells the children: it calls `nextChildDelivery()` until it returns `nil`.
     var deliversToChildren = false
+    /// Held tasks that finished meanwhile, dropped from the list: released with the actions,
+    /// after the lock (a node may hold a user's completion closure).
+    var released: [TrackedTask] = []
   }
 
   /// The job's operation was suspended or resumed (change number `generation`). A change older
@@ -45,7 +48,7 @@ extension JobState {
     suspension.isSuspended = isSuspended
     var actions = SuspensionActions()
     if !isSuspended {
-      actions.admitted = admitSuspended()
+      (actions.admitted, actions.released) = admitSuspended()
     }
     if !suspension.isDelivering, suspension.childrenSuspended != isSuspended {
       suspension.isDelivering = true
@@ -75,17 +78,19 @@ extension JobState {
 
   /// The job stops: the suspension ends (a stopped job is not suspended). Returns the waiting
   /// tasks admitted, which the caller queues after cancelling them.
-  mutating func endSuspensionForStop() -> [Admission] {
-    guard suspension.isSuspended else { return [] }
+  mutating func endSuspensionForStop() -> (admitted: [Admission], released: [TrackedTask]) {
+    guard suspension.isSuspended else { return ([], []) }
     suspension.isSuspended = false
     return admitSuspended()
   }
 
   /// Admits what the suspension held back: first the tasks waiting in a limited group's line
   /// (they were there first), then the tasks that waited for the resume, each taking a slot of
-  /// its group's limit or its line's end.
-  private mutating func admitSuspended() -> [Admission] {
+  /// its group's limit or its line's end. Also returns the held tasks that finished meanwhile,
+  /// for the caller to release after the lock.
+  private mutating func admitSuspended() -> (admitted: [Admission], released: [TrackedTask]) {
     var admitted: [Admission] = []
+    var released: [TrackedTask] = []
     for group in registry.groups.values where group.limit != nil && group.waitingCount > 0 {
       admitted += admissions(group.admitWaiting())
     }
@@ -93,12 +98,15 @@ extension JobState {
     suspension.waiting = []
     for node in waiting {
       // A task no longer held back (it finished meanwhile) is not queued.
-      guard let queue = node.state.endHold() else { continue }
+      guard let queue = node.state.endHold() else {
+        released.append(node)
+        continue
+      }
       if admitOrWait(node, queue: queue), let task = node.task {
         admitted.append((task, queue))
       }
     }
-    return admitted
+    return (admitted, released)
   }
 
   /// `node` (unfinished, observed, without a slot) waits for the resume, to go to `queue`.

@@ -359,13 +359,16 @@ struct JobState {
     /// Tasks a suspension held back, let go by the stop: the caller queues them after the
     /// cancels, so they finish without running.
     var admitted: [Admission] = []
+    /// Held tasks that finished while the job was suspended: released with the actions, after
+    /// the lock.
+    var released: [TrackedTask] = []
   }
 
   /// Stops the job (first reason wins). Returns what the caller must cancel or release.
   mutating func stop(_ reason: Stop) -> StopActions {
     var actions = StopActions()
     guard phase.recordStop(reason) else { return actions }
-    actions.admitted = endSuspensionForStop()
+    (actions.admitted, actions.released) = endSuspensionForStop()
     actions.armsGrace = cancellationGracePeriod != nil && !registry.isEmpty
     for node in registry.nodes {
       switch node.state.stop() {
