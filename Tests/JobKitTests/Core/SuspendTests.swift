@@ -265,7 +265,9 @@ struct SuspendTests {
     #expect(running.value.order.isEmpty)
     job.resume()
     #expect(await job.finishedSoon())
-    #expect(running.value.max <= 2 && running.value.order == Array(0..<12))
+    // Admitted in order (SuspensionStateTests check the order); two tasks queued at once may
+    // start in either order on a concurrent queue, so only the set is checked here.
+    #expect(running.value.max <= 2 && running.value.order.sorted() == Array(0..<12))
   }
 
   @Test func aRetryDueWhileSuspendedWaitsForTheResume() async {
