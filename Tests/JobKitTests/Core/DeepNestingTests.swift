@@ -8,6 +8,18 @@ import Testing
 /// nesting the levels on its stack, and a nested job's progress is summed without recursion.
 @Suite("Deep nesting")
 struct DeepNestingTests {
+  /// A chain of `deepNestingLevels` nested jobs, started, whose deepest level runs a task that
+  /// finishes when told; returned once that task started.
+  private func startedChain() async -> (root: ChainJob, deepest: ManualTask) {
+    let deepest = ManualTask("deepest")
+    let root = ChainJob(
+      below: deepNestingLevels - 1, queue: ChainJob.sharedQueue, probe: StackProbe(),
+      leaf: { job in job.trackAndQueue(deepest) })
+    root.startJob()
+    #expect(await deepest.startedLatch.waitOpen(timeout: 120))
+    return (root, deepest)
+  }
+
   /// `deepNestingLevels` nested jobs (100,000 in CI): the deepest task finishes, then each level in turn. Before the fix this
   /// recursed once per level and crashed (about 4,000 levels in a debug build), and so did
   /// reading the root's `fractionCompleted` while every level ran.
@@ -36,13 +48,7 @@ struct DeepNestingTests {
   /// Cancelling the root of `deepNestingLevels` nested jobs (100,000 in CI) cancels every level down to the deepest task,
   /// and the chain finishes cancelled.
   @Test func cancellingAHundredThousandNestedJobs() async throws {
-    let levels = deepNestingLevels
-    let deepest = ManualTask("deepest")
-    let root = ChainJob(
-      below: levels - 1, queue: ChainJob.sharedQueue, probe: StackProbe(),
-      leaf: { job in job.trackAndQueue(deepest) })
-    root.startJob()
-    #expect(await deepest.startedLatch.waitOpen(timeout: 120))
+    let (root, deepest) = await startedChain()
     // On a thread of its own, like the finish above.
     Thread { root.cancel() }.start()
     #expect(await deepest.cancelledLatch.waitOpen(timeout: 120))
@@ -53,13 +59,7 @@ struct DeepNestingTests {
   /// down to the deepest task before `suspend()` returns, and `resume()` resumes them all, level
   /// after level on the calling thread's step drain rather than nested on its stack (issue 20).
   @Test func suspendingAndResumingAHundredThousandNestedJobs() async throws {
-    let levels = deepNestingLevels
-    let deepest = ManualTask("deepest")
-    let root = ChainJob(
-      below: levels - 1, queue: ChainJob.sharedQueue, probe: StackProbe(),
-      leaf: { job in job.trackAndQueue(deepest) })
-    root.startJob()
-    #expect(await deepest.startedLatch.waitOpen(timeout: 120))
+    let (root, deepest) = await startedChain()
     // On threads of their own, like the finish above: each walks the whole chain.
     #expect(
       await onThread {
