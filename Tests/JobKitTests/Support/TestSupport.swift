@@ -89,8 +89,10 @@ enum QuietMisuse {
 
 /// Polls `condition` every millisecond until it holds (returns `true`) or `timeout` passed
 /// (returns `false`): for effects that land a moment after the event a test awaited, such as a
-/// `completionBlock` Foundation runs on a global queue after an operation finished.
-func eventually(within timeout: Duration = .seconds(10), _ condition: @Sendable () -> Bool) async -> Bool {
+/// `completionBlock` Foundation runs on a global queue after an operation finished. Waits as
+/// long as the latches do (30 s): a whole test process can stall for 15 s and more on 2 shared
+/// cores (seen in CI: trivial synchronous tests "passed after 15 s"), and a hang still fails.
+func eventually(within timeout: Duration = .seconds(30), _ condition: @Sendable () -> Bool) async -> Bool {
   let deadline = ContinuousClock.now + timeout
   while !condition() {
     if ContinuousClock.now >= deadline { return false }
