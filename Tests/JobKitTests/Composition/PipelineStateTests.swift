@@ -36,10 +36,10 @@ struct PipelineStateTests {
     let (_, first) = Self.handlers()
     let (_, second) = Self.handlers()
     var state = State(plan: .steps({ _ in 1 }), errorHandler: first)
-    let (isSet, replaced) = state.setErrorHandler(second)
+    let (isSet, replaced) = state.setHandler(\.errorHandler, to: second)
     #expect(isSet && replaced != nil)
     var started = Self.submitted()
-    let (isSetAfterStart, replacedAfterStart) = started.setErrorHandler(second)
+    let (isSetAfterStart, replacedAfterStart) = started.setHandler(\.errorHandler, to: second)
     #expect(!isSetAfterStart && replacedAfterStart == nil)
   }
 
@@ -88,12 +88,12 @@ struct PipelineStateTests {
   /// A cancelled end calls the cancellation handler and hands out every handler.
   @Test func aCancelledEndCallsTheCancellationHandler() {
     var state = Self.submitted()
-    let (isSet, replaced) = state.setCancelHandler(Self.onCancelled)
+    let (isSet, replaced) = state.setHandler(\.cancelHandler, to: Self.onCancelled)
     #expect(!isSet && replaced == nil)  // submitted: counts as started
     var building = State(plan: .steps({ _ in 1 }), errorHandler: nil)
-    let (isSetBefore, _) = building.setCancelHandler(Self.onCancelled)
+    let (isSetBefore, _) = building.setHandler(\.cancelHandler, to: Self.onCancelled)
     #expect(isSetBefore)
-    let (_, second) = building.setCancelHandler(Self.onCancelled)
+    let (_, second) = building.setHandler(\.cancelHandler, to: Self.onCancelled)
     #expect(second != nil)  // the replaced one, to release after the lock
     _ = building.start()
     let (end, dropped) = building.stepsEnded(.failure(CancellationError()), cancelled: true)

@@ -40,10 +40,11 @@ import Foundation
 /// ### Pause and cancel
 /// ``pause()`` (or its synonym ``suspend()``, CompositeOperations' spelling) lets the running
 /// commands finish but starts no new one until ``resume()``; commands added meanwhile wait.
-/// Running commands are not suspended themselves: the queue only holds back new starts. The queue does not drain while commands wait. ``cancelAll()``
-/// cancels every command added so far: running ones as `cancel()` does, waiting ones so they
-/// finish without running. Commands added later run as usual (in sequential mode, once the
-/// cancelled commands finished: one that ignores the cancel is waited for). A command added
+/// Running commands are not suspended themselves: the queue only holds back new starts. The
+/// queue does not drain while commands wait. ``cancelAll()`` cancels every command added so far:
+/// running ones as `cancel()` does, waiting ones so they finish without running. Commands added
+/// later run as usual (in sequential mode, once the cancelled commands finished: one that
+/// ignores the cancel is waited for). A command added
 /// while another thread cancels or resumes is never lost: it runs, or is cancelled and
 /// finishes, before the queue drains (see <doc:RoutingAndThreads>, "Adding and stopping").
 ///

@@ -26,7 +26,8 @@ extension GroupJob {
   /// The tasks the group started (handed to its ``JobController/taskQueue``) whose finish it has
   /// not seen yet, in the order it started them. A task listed may still wait for a free slot
   /// (of the queue, or of a limit set with ``JobController/setMaxConcurrentTasks(_:forGroup:)``),
-  /// for a dependency, or for the ``ConcurrentOperation/resume()`` of a suspended group; a task that finished and waits to be routed is not listed.
+  /// for a dependency, or for the ``ConcurrentOperation/resume()`` of a suspended group; a task
+  /// that finished and waits to be routed is not listed.
   ///
   /// A snapshot, as for ``tasks``: it is decided from the group's own bookkeeping (which tasks it
   /// started, which finished), not by asking the tasks' `isExecuting`, so it may be stale as soon

@@ -122,20 +122,6 @@ struct PipelineState<Output: Sendable> {
     return (true, replaced)
   }
 
-  /// `onError` was called (see ``setHandler(_:to:)``).
-  mutating func setErrorHandler(
-    _ handler: PipelineHandler<any Error>
-  ) -> (isSet: Bool, replaced: PipelineHandler<any Error>?) {
-    setHandler(\.errorHandler, to: handler)
-  }
-
-  /// `onCancelled` was called (see ``setHandler(_:to:)``).
-  mutating func setCancelHandler(
-    _ handler: PipelineHandler<Void>
-  ) -> (isSet: Bool, replaced: PipelineHandler<Void>?) {
-    setHandler(\.cancelHandler, to: handler)
-  }
-
   // MARK: Submitting
 
   /// `finally` was called. Returns `true` if the handler was set and the caller must add the
