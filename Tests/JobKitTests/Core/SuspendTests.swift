@@ -172,11 +172,16 @@ struct SuspendTests {
     queue.maxConcurrentOperationCount = 1
     let first = ManualTask("first")
     let queued = ManualTask("queued")
+    let bothQueued = Latch()
     let job = SuspendJob(taskQueue: queue) { job in
       job.trackAndQueue(first)
       job.trackAndQueue(queued)
+      bothQueued.open()
     }
     job.startJob()
+    // `first` may start before `main()` queued `queued`: a suspend then would hold `queued` back
+    // in the job (a task tracked while suspended waits there) instead of deferring its start.
+    #expect(await bothQueued.opened())
     #expect(await first.startedLatch.opened())
     job.suspend()
     first.finish()
