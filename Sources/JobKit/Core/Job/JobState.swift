@@ -4,7 +4,7 @@ import Foundation
 /// (lifecycle, stop reason), the ``TaskRegistry`` (tracked and per-type tasks), the ``Outbox``
 /// (what waits to be done after the lock: routing, events, progress, and its one drainer),
 /// failures, event listeners and ``ProgressState``. Limits and timers live in
-/// `JobState+Limits.swift` and `JobState+Timers.swift`, draining in `JobState+Drain.swift`.
+/// `JobState+Limits.swift` and `JobState+Timers.swift`, draining in `Outbox.swift`.
 ///
 /// Changed only by the transitions below, under the job's lock; each returns what the caller
 /// must do after releasing it. No transition calls user code, an overridable member of a user

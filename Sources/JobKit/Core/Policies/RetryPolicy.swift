@@ -58,3 +58,18 @@ public struct RetryPolicy: Sendable {
     return .seconds(base * Double.random(in: 0.5...1.5, using: &generator))
   }
 }
+
+/// One attempt of a retried task: its number, the policy, and how to track the next attempt in
+/// its place.
+final class RetryAttempt: Sendable {
+  let number: Int
+  let policy: RetryPolicy
+  /// Makes and tracks attempt `number + 1`, replacing the given node.
+  let trackNext: @Sendable (TrackedTask) -> Void
+
+  init(number: Int, policy: RetryPolicy, trackNext: @escaping @Sendable (TrackedTask) -> Void) {
+    self.number = number
+    self.policy = policy
+    self.trackNext = trackNext
+  }
+}
