@@ -73,6 +73,69 @@ struct CoreReleaseOutsideLocksTests {
     #expect(await released.value?.waitOpen(timeout: 30) == true)
   }
 
+  /// A limited group's line keeps admitted nodes until it compacts: a node admitted, run and
+  /// routed before that held its completion closure in the line alone, and the compaction (under
+  /// the job's lock, when a later slot is released) must not be what drops it.
+  @Test func aRoutedNodeAdmittedFromItsGroupsLine() async throws {
+    let tasks = (0..<4).map { TestTask("t\($0)") }
+    let routed = Latch()
+    let released = Locked<Latch?>(nil)
+    let job = ScriptedJob { job in
+      let probe = ReleaseProbe { [weak job] in _ = job?.failures }
+      released.mutate { $0 = probe.released }
+      job.setMaxConcurrentTasks(1, forGroup: TestTask.self)
+      job.trackAndQueue(tasks[0])
+      job.trackAndQueue(tasks[1]) { [probe] _ in
+        _ = probe
+        routed.open()
+      }
+      job.trackAndQueue(tasks[2])
+      job.trackAndQueue(tasks[3])
+    }
+    job.startJob()
+    #expect(tasks[0].waitUntilStarted())
+    tasks[0].finish()
+    #expect(tasks[1].waitUntilStarted())
+    tasks[1].finish()
+    #expect(await routed.waitOpen(timeout: 30))
+    #expect(tasks[2].waitUntilStarted())
+    onOwnThread { tasks[2].finish() }
+    #expect(await released.value?.waitOpen(timeout: 30) == true)
+    #expect(tasks[3].waitUntilStarted())
+    tasks[3].finish()
+    #expect(await job.finishedSoon(within: 30))
+  }
+
+  /// A task waiting in its limited group's line that finished without being admitted (the user
+  /// queued it by hand: misuse, reported): once routed, the line held its node's last reference,
+  /// with the completion closure. The slot's release must not drop it under the job's lock.
+  @Test func aNodeThatLeftItsGroupsLineUnadmitted() async throws {
+    let holder = TestTask("holder")
+    let waiter = TestTask("waiter")
+    let routed = Latch()
+    let released = Locked<Latch?>(nil)
+    let job = ScriptedJob { job in
+      let probe = ReleaseProbe { [weak job] in _ = job?.failures }
+      released.mutate { $0 = probe.released }
+      job.setMaxConcurrentTasks(1, forGroup: TestTask.self)
+      job.trackAndQueue(holder)
+      job.trackAndQueue(waiter) { [probe] _ in
+        _ = probe
+        routed.open()
+      }
+    }
+    job.startJob()
+    #expect(holder.waitUntilStarted())
+    #expect(!waiter.didStart)
+    OperationQueue().addOperation(waiter)
+    #expect(waiter.waitUntilStarted())
+    waiter.finish()
+    #expect(await routed.waitOpen(timeout: 30))
+    onOwnThread { holder.finish() }
+    #expect(await released.value?.waitOpen(timeout: 30) == true)
+    #expect(await job.finishedSoon(within: 30))
+  }
+
   /// `JobKitDiagnostics`: an operation's own misuse handler, replaced or removed.
   @Test(arguments: [false, true])
   func aReplacedScopedMisuseHandler(remove: Bool) async {

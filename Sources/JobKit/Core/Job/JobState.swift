@@ -179,7 +179,10 @@ struct JobState {
     guard let release = node.state.finish(report: report) else { return nil }
     node.timing?.finishedAt = now
     outbox.route(node)
-    guard release.slot || release.box != nil else { return nil }
+    guard release.slot || release.box != nil || release.leftLine else { return nil }
+    if release.leftLine {
+      node.group.leaveLine(node)
+    }
     return FinishActions(admitted: release.slot ? releaseSlot(in: node.group) : [], timeout: release.timer)
   }
 

@@ -15,8 +15,11 @@ final class TaskGroupEntry: @unchecked Sendable {
   @exclusivity(unchecked) var limit: Int?
   /// How many of the group's tasks hold a slot.
   @exclusivity(unchecked) var running = 0
-  /// Tasks waiting for a slot, in tracking order, from `waitingHead` on.
-  private var waiting: [TrackedTask] = []
+  /// Tasks waiting for a slot, in tracking order, from `waitingHead` on. An admitted task's
+  /// entry is moved out (it keeps `nil`), so that the line never holds a node after its
+  /// admission: a node routed since would otherwise be released when the line compacts, under
+  /// the job's lock, with the user's completion closure.
+  private var waiting: [TrackedTask?] = []
   private var waitingHead = 0
 
   var waitingCount: Int { waiting.count - waitingHead }
@@ -35,6 +38,16 @@ final class TaskGroupEntry: @unchecked Sendable {
     waiting.append(node)
   }
 
+  /// Takes `node` out of the line without admitting it: it finished, or its attempt failed,
+  /// while it waited (someone else queued it). The caller still holds the node, so nothing is
+  /// released here. Linear in the line's length; only in that misuse.
+  func leaveLine(_ node: TrackedTask) {
+    guard let index = waiting[waitingHead...].firstIndex(where: { $0 === node }) else { return }
+    // Removed while the caller holds `node`: this releases nothing.
+    waiting.remove(at: index)
+    compactWaiting()
+  }
+
   /// Gives `node` (unfinished, not in line) a free slot: it counts as one of the group's
   /// running tasks until it finishes.
   func giveSlot(to node: TrackedTask) {
@@ -47,10 +60,14 @@ final class TaskGroupEntry: @unchecked Sendable {
   func admitWaiting() -> [(node: TrackedTask, queue: OperationQueue)] {
     var admitted: [(node: TrackedTask, queue: OperationQueue)] = []
     while let limit, running < limit, waitingHead < waiting.count {
-      let node = waiting[waitingHead]
+      // Every entry from `waitingHead` on waits: a task that stops waiting otherwise leaves the
+      // line (`leaveLine`). The admitted one is moved out of the line.
+      let entry = waitingHead
       waitingHead += 1
-      // A task that no longer waits (it was dropped) takes no slot.
-      guard let queue = node.state.admitFromLine() else { continue }
+      guard let queue = waiting[entry]?.state.admitFromLine(), let node = waiting[entry].take() else {
+        assertionFailure("a task in its group's line no longer waits for a slot")
+        continue
+      }
       running += 1
       admitted.append((node, queue))
     }

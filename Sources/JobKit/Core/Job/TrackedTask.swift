@@ -168,12 +168,20 @@ enum TaskState {
     var slot = false
     /// Its armed timeout's timer, to cancel.
     var box: TimerBox?
+    /// It was still waiting in its group's line (someone else queued it: misuse): the caller
+    /// takes it out of the line, so that the line never holds a routed node's last reference.
+    var leftLine = false
 
     var timer: (any JobTimer)? { box?.timer }
 
-    init(slot: Bool = false, timer box: TimerBox? = nil) {
+    init(slot: Bool = false, timer box: TimerBox? = nil, leftLine: Bool = false) {
       self.slot = slot
       self.box = box
+      self.leftLine = leftLine
+    }
+
+    init(_ slot: Slot, _ timeout: Timeout) {
+      self.init(slot: slot.isHolding, timer: timeout.timer, leftLine: slot.isWaiting)
     }
   }
 
@@ -183,7 +191,7 @@ enum TaskState {
   mutating func finish(report: FinishReport? = nil) -> Release? {
     guard case .unfinished(let slot, let timeout) = self else { return nil }
     self = .finished(timedOut: timeout.expired, report: report)
-    return Release(slot: slot.isHolding, timer: timeout.timer)
+    return Release(slot, timeout)
   }
 
   /// The task's attempt failed and will be retried. Returns what it gave back, or `nil` if it is
@@ -191,7 +199,7 @@ enum TaskState {
   mutating func beginRetry() -> Release? {
     guard case .unfinished(let slot, let timeout) = self else { return nil }
     self = .awaitingRetry(timer: nil, timedOut: timeout.expired)
-    return Release(slot: slot.isHolding, timer: timeout.timer)
+    return Release(slot, timeout)
   }
 
   /// The retry delay's timer was scheduled. Returns `false` if the delay no longer runs (a stop
@@ -318,6 +326,11 @@ enum TaskState {
 extension TaskState.Slot {
   var isHolding: Bool {
     if case .holding = self { return true }
+    return false
+  }
+
+  var isWaiting: Bool {
+    if case .waiting = self { return true }
     return false
   }
 }

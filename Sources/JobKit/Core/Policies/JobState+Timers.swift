@@ -49,6 +49,9 @@ extension JobState {
   {
     guard !phase.isStopping, let release = node.state.beginRetry() else { return nil }
     node.timing?.finishedAt = now
+    if release.leftLine {
+      node.group.leaveLine(node)
+    }
     return (release.slot ? releaseSlot(in: node.group) : [], release.timer)
   }
 
