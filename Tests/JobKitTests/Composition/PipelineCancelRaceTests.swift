@@ -30,7 +30,7 @@ struct PipelineCancelRaceTests {
       return value + 1
     }
     .onError { _ in log.record("onError") }
-    #expect(pipeline.setStartObserver(CancelOnStart()))
+    #expect(pipeline.addStartObserver(CancelOnStart()))
     let outcome = await starter.outcome(of: pipeline)
     #expect(throws: CancellationError.self) { try outcome.get() }
     #expect(log.all.isEmpty, "steps ran after a cancel() that returned before the first one: \(log.all)")

@@ -1,4 +1,5 @@
 import Foundation
+import JobKitTesting
 import Testing
 
 @testable import JobKit
@@ -66,6 +67,38 @@ struct JobControllerObservationTests {
     var late = 0
     for await _ in job.events { late += 1 }
     #expect(late == 0)
+  }
+
+  /// Two jobs whose events are listened to track one operation: each gets its `taskStarted`
+  /// (the second job's start observer used to replace the first's, whose stream then had none).
+  @Test func twoJobsSharingATaskEachReportItsStart() async throws {
+    let shared = named(TestTask(), "shared")
+    let tracked = (Latch(), Latch())
+    let first = ScriptedJob { job in
+      job.track(shared)
+      tracked.0.open()
+    }
+    let second = ScriptedJob { job in
+      job.track(shared)
+      tracked.1.open()
+    }
+    let firstEvents = first.events
+    let secondEvents = second.events
+    first.startJob()
+    second.startJob()
+    #expect(await tracked.0.waitOpen(timeout: 30))
+    #expect(await tracked.1.waitOpen(timeout: 30))
+    OperationQueue().addOperation(shared)
+    #expect(shared.waitUntilStarted())
+    shared.finish()
+    async let firstLabels = firstEvents.reduce(into: [String]()) { $0.append($1.label) }
+    async let secondLabels = secondEvents.reduce(into: [String]()) { $0.append($1.label) }
+    let (one, two) = await (firstLabels, secondLabels)
+    for labels in [one, two] {
+      #expect(labels.filter { $0 == "started shared" }.count == 1, "\(labels)")
+      let started = labels.firstIndex(of: "started shared") ?? labels.count
+      #expect(started < (labels.firstIndex(of: "finished shared") ?? -1), "\(labels)")
+    }
   }
 
   @Test func aJobNobodyListensToKeepsNoEventState() async throws {

@@ -89,7 +89,7 @@ extension JobController {
       }
     }
     if let operation = task as? ConcurrentOperation {
-      _ = operation.setStartObserver(node)
+      _ = operation.addStartObserver(node)
     }
   }
 

@@ -17,7 +17,7 @@ extension ConcurrentOperation {
   /// waited for the resume. Also used by a job that stops while suspended, so a start that
   /// waited does not wait for a resume that may never come.
   func applyResume() {
-    guard case .resumed(let change, let runsStart, let observer, let waiters) = state.withLock({ $0.resume() }) else {
+    guard case .resumed(let change, let runsStart, let observers, let waiters) = state.withLock({ $0.resume() }) else {
       return
     }
     suspensionChanged(to: change.isSuspended, generation: change.generation)
@@ -25,7 +25,7 @@ extension ConcurrentOperation {
       waiter.resume()
     }
     if runsStart {
-      runStart(telling: observer)
+      runStart(telling: observers)
     }
   }
 

@@ -79,9 +79,9 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
     case .alreadyStarted:
       reportMisuse(.startedTwice, "start() was called on an operation that already started; ignored")
       return
-    case .run(let observer):
+    case .run(let observers):
       postExecutingChange()
-      runStart(telling: observer)
+      runStart(telling: observers)
     case .skipCancelled:
       postExecutingChange()
       startCancelled()
@@ -92,10 +92,12 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
     }
   }
 
-  /// Runs ``operationStart()`` (after telling the start observer), then delivers a cancel that
+  /// Runs ``operationStart()`` (after telling the start observers), then delivers a cancel that
   /// arrived meanwhile. On `start()`'s thread, or on `resume()`'s for a deferred start.
-  func runStart(telling observer: (any OperationStartObserver)?) {
-    observer?.operationDidStart(self)
+  func runStart(telling observers: [any OperationStartObserver]) {
+    for observer in observers {
+      observer.operationDidStart(self)
+    }
     operationStart()
     startReturned()
   }
@@ -233,9 +235,10 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
     state.withLock { $0.addObserver(observer, claimingQueue: claimingQueue) }
   }
 
-  /// Registers `observer` to be told when the operation starts. Returns `false` if it started.
-  func setStartObserver(_ observer: any OperationStartObserver) -> Bool {
-    state.withLock { $0.setStartObserver(observer) }
+  /// Registers `observer` to be told when the operation starts (besides those registered
+  /// before). Returns `false` if it started.
+  func addStartObserver(_ observer: any OperationStartObserver) -> Bool {
+    state.withLock { $0.addStartObserver(observer) }
   }
 
   func removeFinishObserver(_ observer: any OperationFinishObserver) {

@@ -34,9 +34,9 @@ extension OperationState {
     /// Not suspended: nothing changed.
     case none
     /// Report `change`, resume `waiters`; if `runsStart`, the queue had started the operation
-    /// meanwhile: tell `observer` (if any) and run `operationStart()` now, on the resuming thread.
+    /// meanwhile: tell the start `observers` and run `operationStart()` now, on the resuming thread.
     case resumed(
-      SuspensionChange, runsStart: Bool, observer: (any OperationStartObserver)?,
+      SuspensionChange, runsStart: Bool, observers: [any OperationStartObserver],
       waiters: [CheckedContinuation<Void, Never>])
   }
 
@@ -48,11 +48,10 @@ extension OperationState {
     let change = SuspensionChange(isSuspended: false, generation: suspension.generation)
     let waiters = Array(suspension.waiters.values)
     suspension.waiters = [:]
-    guard phase == .deferred else { return .resumed(change, runsStart: false, observer: nil, waiters: waiters) }
+    guard phase == .deferred else { return .resumed(change, runsStart: false, observers: [], waiters: waiters) }
     phase = .starting(cancelPending: false)
-    let observer = startObserver
-    startObserver = nil
-    return .resumed(change, runsStart: true, observer: observer, waiters: waiters)
+    let observers = exchange(&startObservers, with: [])
+    return .resumed(change, runsStart: true, observers: observers, waiters: waiters)
   }
 
   /// A new id for `addWaiter`.

@@ -19,7 +19,8 @@ extension OperationFinishObserver {
 }
 
 /// Something that wants to know when a ``ConcurrentOperation`` starts (a job whose events are
-/// listened to). Called once, before `operationStart()`, with no JobKit lock held.
+/// listened to; several jobs may track one operation). Called once, before `operationStart()`,
+/// with no JobKit lock held, in the order the observers were added.
 protocol OperationStartObserver: AnyObject, Sendable {
   func operationDidStart(_ operation: ConcurrentOperation)
 }
@@ -84,7 +85,9 @@ struct OperationState {
   var phase = Phase.idle(cancelled: false)
   var error: (any Error)?
   var observers = Observers.none
-  var startObserver: (any OperationStartObserver)?
+  /// Told when the operation starts, then dropped (empty for an operation nobody's events
+  /// observe: no allocation).
+  var startObservers: [any OperationStartObserver] = []
   /// A job claimed the right to add the operation to a queue (see `addObserver(_:claimingQueue:)`).
   var queueClaimed = false
   var misuses: [JobKitError] = []
@@ -109,18 +112,18 @@ struct OperationState {
   }
 
   enum StartAction {
-    /// Run `operationStart()`, after telling the start observer (if any).
-    case run((any OperationStartObserver)?)
-    /// Cancelled before it started: finish without running. `dropped` is the start observer,
-    /// which is no longer needed, handed out so that its release (it may hold the last
-    /// reference to a job) happens after the lock.
-    case skipCancelled(dropped: (any OperationStartObserver)?)
+    /// Run `operationStart()`, after telling the start observers.
+    case run([any OperationStartObserver])
+    /// Cancelled before it started: finish without running. `dropped` are the start observers,
+    /// no longer needed, handed out so that their release (one may hold the last reference to
+    /// a job) happens after the lock.
+    case skipCancelled(dropped: [any OperationStartObserver])
     case alreadyStarted
     /// Suspended: `operationStart()` waits for `resume()` (or a cancel); nothing to do now.
     case deferred
   }
 
-  /// `start()` was called. Whatever it returns (but `alreadyStarted`), the start observer is
+  /// `start()` was called. Whatever it returns (but `alreadyStarted`), the start observers are
   /// taken out of the state: an operation is started once, so it is never needed again.
   mutating func start(isCancelled: Bool) -> StartAction {
     guard case .idle(let cancelledWhileIdle) = phase else { return .alreadyStarted }
@@ -129,16 +132,16 @@ struct OperationState {
       return .deferred
     }
     phase = .starting(cancelPending: false)
-    let observer = startObserver
-    startObserver = nil
-    if isCancelled || cancelledWhileIdle { return .skipCancelled(dropped: observer) }
-    return .run(observer)
+    let observers = exchange(&startObservers, with: [])
+    if isCancelled || cancelledWhileIdle { return .skipCancelled(dropped: observers) }
+    return .run(observers)
   }
 
-  /// Registers the start observer. Returns `false` when the operation already started.
-  mutating func setStartObserver(_ observer: any OperationStartObserver) -> Bool {
+  /// Adds a start observer (after those added before: each job that tracks the operation while
+  /// its events are listened to adds one). Returns `false` when the operation already started.
+  mutating func addStartObserver(_ observer: any OperationStartObserver) -> Bool {
     guard phase.isIdle || phase == .deferred else { return false }
-    startObserver = observer
+    startObservers.append(observer)
     return true
   }
 
@@ -157,7 +160,7 @@ struct OperationState {
     /// The operation waited for `resume()` to start: finish it now, as a cancelled start
     /// (`start()`'s `skipCancelled` path), on the cancelling thread. `dropped`: as for
     /// `StartAction.skipCancelled`.
-    case finishDeferred(dropped: (any OperationStartObserver)?)
+    case finishDeferred(dropped: [any OperationStartObserver])
   }
 
   /// `cancel()` was called. Ends a suspension (a cancelled operation is not suspended).
@@ -166,9 +169,7 @@ struct OperationState {
     switch phase {
     case .deferred:
       phase = .starting(cancelPending: false)
-      let observer = startObserver
-      startObserver = nil
-      return .finishDeferred(dropped: observer)
+      return .finishDeferred(dropped: exchange(&startObservers, with: []))
     case .starting:
       phase = .starting(cancelPending: true)
       return .none

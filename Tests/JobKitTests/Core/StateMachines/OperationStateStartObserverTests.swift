@@ -2,7 +2,7 @@ import Testing
 
 @testable import JobKit
 
-/// `OperationState`'s start observer (set by a job whose events are listened to, and holding
+/// `OperationState`'s start observers (added by each job whose events are listened to, and holding
 /// that job), fed events on one thread: it leaves the state on every start, a cancelled one
 /// included, and is handed out so that it is released after the lock (issue 23).
 @Suite("OperationState start observer")
@@ -16,20 +16,34 @@ struct OperationStateStartObserverTests {
   func theStartObserverLeavesTheStateWhenTheOperationStarts(cancelledFirst: Bool) {
     let observer = StartObserver()
     var state = OperationState()
-    let set = state.setStartObserver(observer)
-    #expect(set)
+    let added = state.addStartObserver(observer)
+    #expect(added)
     if cancelledFirst {
       _ = state.cancel()
     }
     switch state.start(isCancelled: false) {
     case .run(let handedOut):
-      #expect(!cancelledFirst && handedOut === observer)
+      #expect(!cancelledFirst && handedOut.count == 1 && handedOut.first === observer)
     case .skipCancelled(let dropped):
       // Handed out so that its release (it holds the job) happens after the lock.
-      #expect(cancelledFirst && dropped === observer)
+      #expect(cancelledFirst && dropped.count == 1 && dropped.first === observer)
     case .alreadyStarted, .deferred:
       Issue.record("started twice, or deferred though not suspended")
     }
-    #expect(state.startObserver == nil)
+    #expect(state.startObservers.isEmpty)
+  }
+
+  /// Each job that tracks the operation adds its observer: all are told, in the order added,
+  /// and none is added once the operation started.
+  @Test func everyStartObserverIsToldInTheOrderAdded() {
+    let observers = [StartObserver(), StartObserver()]
+    var state = OperationState()
+    #expect(observers.allSatisfy { state.addStartObserver($0) })
+    guard case .run(let handedOut) = state.start(isCancelled: false) else {
+      Issue.record("the operation did not run")
+      return
+    }
+    #expect(handedOut.count == 2 && handedOut[0] === observers[0] && handedOut[1] === observers[1])
+    #expect(!state.addStartObserver(StartObserver()) && state.startObservers.isEmpty)
   }
 }
