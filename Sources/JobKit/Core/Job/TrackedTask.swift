@@ -1,7 +1,10 @@
 import Foundation
 
 /// The bookkeeping for one unfinished task of a job. Lives from `track` until the task has been
-/// routed, then is dropped with the task (bookkeeping is O(unfinished tasks)).
+/// routed, then is dropped with the task (bookkeeping is O(unfinished tasks)); a plain task's
+/// node is held a little longer, task-less, by its fired completion-block hook, until the job
+/// removes a batch of them from the hook table (at most ``CompletionBlockHook/retiredBatch`` per
+/// job) or finishes.
 ///
 /// `job`, `group`, `operation`, `retry` and `timing` (the reference) never change after
 /// publication; `task` and `state` are only touched under the job's lock, or by the job's single
