@@ -109,7 +109,7 @@ extension JobController {
   /// ``CompletionBlockHook``): one job lock marks it fired (a second firer stops there),
   /// retires it and books the owner's finish; then the jobs that joined the hook are told, and a
   /// full batch of retired hooks leaves the table, after this task's callback if this thread
-  /// delivered it.
+  /// delivered it (the job holds its finish until then).
   func hookDidFire(_ hook: CompletionBlockHook.Hook) {
     let node = hook.owner
     let firing: JobState.HookFiring?
@@ -129,6 +129,7 @@ extension JobController {
     }
     if let retired = firing.retired {
       CompletionBlockHook.removeRetired(retired)
+      releaseHold()
     }
   }
 

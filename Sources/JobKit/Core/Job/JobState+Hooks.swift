@@ -31,7 +31,9 @@ extension JobState {
   struct HookFiring {
     /// The nodes of jobs that joined the hook: each job is told of the finish.
     let others: [TrackedTask]
-    /// A full batch of retired hooks to remove from the table (``CompletionBlockHook/removeRetired(_:)``).
+    /// A full batch of retired hooks to remove from the table (``CompletionBlockHook/removeRetired(_:)``),
+    /// with a hold on the job: the caller releases it once they are removed, so that the job
+    /// does not finish before (a finished job leaves no hook in the table).
     let retired: [CompletionBlockHook.Hook]?
   }
 
@@ -39,6 +41,11 @@ extension JobState {
   /// had fired already: the caller then books nothing.
   mutating func fireHook(_ hook: CompletionBlockHook.Hook) -> HookFiring? {
     guard let others = hook.fire() else { return nil }
-    return HookFiring(others: others, retired: retiredHooks.retire(hook))
+    let retired = retiredHooks.retire(hook)
+    if retired != nil {
+      // Cannot fail: the hook's node is not routed yet, so the job has not finished.
+      _ = holdOpen()
+    }
+    return HookFiring(others: others, retired: retired)
   }
 }
