@@ -21,7 +21,8 @@ import Foundation
 /// the owner's finish: a finishing plain task takes no stripe lock. A fired hook stays in the
 /// table, stale (a tracker of the same operation, or of a new one at the same address, replaces
 /// it), until its owner job removes it with others in one pass: every
-/// ``retiredBatch`` fired hooks, and when it finishes (a finished job leaves nothing here).
+/// ``retiredBatch`` fired hooks (holding its finish until they are gone), and when it finishes:
+/// a finished job leaves nothing here.
 ///
 /// **Lock order: stripe, then job.** A tracker that finds a hook takes the hook's owner's job
 /// lock inside the stripe's lock; nothing takes a stripe lock while it holds a job lock (stripe
