@@ -33,7 +33,7 @@ struct JobState {
   private(set) var holds = 0
   /// Tasks held back while the job is suspended (`JobState+Suspension.swift`).
   var suspension = JobSuspension()
-  /// Fired completion-block hooks still in the hook table (`JobState+Hooks.swift`).
+  /// Fired completion-block hooks still in the hook table (`Operation/CompletionBlockHook.swift`).
   var retiredHooks = RetiredHooks()
 
   // MARK: Submission and start
