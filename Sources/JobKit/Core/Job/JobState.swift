@@ -33,6 +33,8 @@ struct JobState {
   private(set) var holds = 0
   /// Tasks held back while the job is suspended (`JobState+Suspension.swift`).
   var suspension = JobSuspension()
+  /// Fired completion-block hooks still in the hook table (`Operation/CompletionBlockHook.swift`).
+  var retiredHooks = RetiredHooks()
 
   // MARK: Submission and start
 
@@ -330,7 +332,9 @@ struct JobState {
     progressChanged(progress.finish())
     let graceTimer = graceTimer
     self.graceTimer = nil
-    return JobFinish(error: error, cancelled: cancelled, graceTimer: graceTimer, droppedGroups: droppedGroups)
+    return JobFinish(
+      error: error, cancelled: cancelled, graceTimer: graceTimer, droppedGroups: droppedGroups,
+      retiredHooks: retiredHooks.takeAll())
   }
 
   // MARK: Holds
