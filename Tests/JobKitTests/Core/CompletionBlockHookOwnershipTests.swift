@@ -45,18 +45,10 @@ struct CompletionBlockHookOwnershipTests {
   /// job routes each operation exactly once, each own block runs once, and no job leaves a hook
   /// in the table. `JOBKIT_HOOK_STRESS_ROUNDS` sets the rounds (default 20).
   @Test func joinersRacingTheOwnersFireAreSignalledOnce() async throws {
-    let rounds = ProcessInfo.processInfo.environment["JOBKIT_HOOK_STRESS_ROUNDS"].flatMap(Int.init) ?? 20
     var generator = SeededGenerator(seed: 19)
-    for _ in 0..<rounds {
+    for _ in 0..<SharedPlainOperations.stressRounds {
       let count = Int.random(in: 50...300, using: &generator)
-      let ownRuns = Locked([Int](repeating: 0, count: count))
-      let operations = (0..<count).map { index in
-        let operation = BlockOperation {}
-        if index % 2 == 0 {
-          operation.completionBlock = { ownRuns.mutate { $0[index] += 1 } }
-        }
-        return operation
-      }
+      let (operations, ownRuns) = SharedPlainOperations.make(count)
       // Tracking an operation that already finished is reported (and routed at once).
       QuietMisuse.silence(operations)
       let owner = TallyJob()

@@ -134,18 +134,10 @@ struct CompletionBlockHookRaceTests {
   /// once. `JOBKIT_HOOK_STRESS_ROUNDS` sets the rounds (default 20).
   @Test(arguments: [true, false])
   func twoJobsTrackingSharedPlainOperationsWhileTheyRun(queueFirst: Bool) async throws {
-    let rounds = ProcessInfo.processInfo.environment["JOBKIT_HOOK_STRESS_ROUNDS"].flatMap(Int.init) ?? 20
     var generator = SeededGenerator(seed: queueFirst ? 1 : 2)
-    for _ in 0..<rounds {
+    for _ in 0..<SharedPlainOperations.stressRounds {
       let count = Int.random(in: 50...400, using: &generator)
-      let ownRuns = Locked([Int](repeating: 0, count: count))
-      let operations = (0..<count).map { index in
-        let operation = BlockOperation {}
-        if index % 2 == 0 {
-          operation.completionBlock = { ownRuns.mutate { $0[index] += 1 } }
-        }
-        return operation
-      }
+      let (operations, ownRuns) = SharedPlainOperations.make(count)
       let side = OperationQueue()
       side.maxConcurrentOperationCount = Int.random(in: 1...3, using: &generator)
       let jobs = [CountingJob(), CountingJob()]
@@ -169,5 +161,26 @@ struct CompletionBlockHookRaceTests {
       #expect(jobs[1].routed.value == count)
       #expect(await eventually { ownRuns.value.enumerated().allSatisfy { $0.element == ($0.offset % 2 == 0 ? 1 : 0) } })
     }
+  }
+}
+
+/// Plain operations for the hook stress tests: every other one has a block of its own, which
+/// counts its runs in `ownRuns`.
+enum SharedPlainOperations {
+  /// `JOBKIT_HOOK_STRESS_ROUNDS`, default 20.
+  static var stressRounds: Int {
+    ProcessInfo.processInfo.environment["JOBKIT_HOOK_STRESS_ROUNDS"].flatMap(Int.init) ?? 20
+  }
+
+  static func make(_ count: Int) -> (operations: [BlockOperation], ownRuns: Locked<[Int]>) {
+    let ownRuns = Locked([Int](repeating: 0, count: count))
+    let operations = (0..<count).map { index in
+      let operation = BlockOperation {}
+      if index % 2 == 0 {
+        operation.completionBlock = { ownRuns.mutate { $0[index] += 1 } }
+      }
+      return operation
+    }
+    return (operations, ownRuns)
   }
 }

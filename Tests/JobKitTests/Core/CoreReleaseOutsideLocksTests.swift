@@ -73,6 +73,28 @@ struct CoreReleaseOutsideLocksTests {
     #expect(await released.value?.waitOpen(timeout: 30) == true)
   }
 
+  /// A job whose `TestTask`s run one at a time (a limit of 1), tracked in order; the completion
+  /// of `tasks[probed]` holds a probe (calling into the job when released) and opens `routed`.
+  private func limitedJob(
+    tracking tasks: [TestTask], probing probed: Int, routed: Latch, released: Locked<Latch?>
+  ) -> ScriptedJob {
+    ScriptedJob { job in
+      let probe = ReleaseProbe { [weak job] in _ = job?.failures }
+      released.mutate { $0 = probe.released }
+      job.setMaxConcurrentTasks(1, forGroup: TestTask.self)
+      for (index, task) in tasks.enumerated() {
+        if index == probed {
+          job.trackAndQueue(task) { [probe] _ in
+            _ = probe
+            routed.open()
+          }
+        } else {
+          job.trackAndQueue(task)
+        }
+      }
+    }
+  }
+
   /// A limited group's line keeps admitted nodes until it compacts: a node admitted, run and
   /// routed before that held its completion closure in the line alone, and the compaction (under
   /// the job's lock, when a later slot is released) must not be what drops it.
@@ -80,18 +102,7 @@ struct CoreReleaseOutsideLocksTests {
     let tasks = (0..<4).map { TestTask("t\($0)") }
     let routed = Latch()
     let released = Locked<Latch?>(nil)
-    let job = ScriptedJob { job in
-      let probe = ReleaseProbe { [weak job] in _ = job?.failures }
-      released.mutate { $0 = probe.released }
-      job.setMaxConcurrentTasks(1, forGroup: TestTask.self)
-      job.trackAndQueue(tasks[0])
-      job.trackAndQueue(tasks[1]) { [probe] _ in
-        _ = probe
-        routed.open()
-      }
-      job.trackAndQueue(tasks[2])
-      job.trackAndQueue(tasks[3])
-    }
+    let job = limitedJob(tracking: tasks, probing: 1, routed: routed, released: released)
     job.startJob()
     #expect(tasks[0].waitUntilStarted())
     tasks[0].finish()
@@ -114,16 +125,7 @@ struct CoreReleaseOutsideLocksTests {
     let waiter = TestTask("waiter")
     let routed = Latch()
     let released = Locked<Latch?>(nil)
-    let job = ScriptedJob { job in
-      let probe = ReleaseProbe { [weak job] in _ = job?.failures }
-      released.mutate { $0 = probe.released }
-      job.setMaxConcurrentTasks(1, forGroup: TestTask.self)
-      job.trackAndQueue(holder)
-      job.trackAndQueue(waiter) { [probe] _ in
-        _ = probe
-        routed.open()
-      }
-    }
+    let job = limitedJob(tracking: [holder, waiter], probing: 1, routed: routed, released: released)
     job.startJob()
     #expect(holder.waitUntilStarted())
     #expect(!waiter.didStart)
