@@ -81,8 +81,6 @@ extension JobController {
       return perform(last)
     case .step(.finish(let finish)):
       finish.graceTimer?.cancel()
-      // A finished job leaves no hook in the table (they are released with `finish`, after).
-      CompletionBlockHook.removeRetired(finish.retiredHooks)
       jobWillFinish(cancelled: finish.cancelled)
       operationDone(error: finish.error)
       return .finished
@@ -105,64 +103,24 @@ extension JobController {
     }
   }
 
-  /// A plain task's completion-block hook, which this job installed, fired (see
-  /// ``CompletionBlockHook``): one job lock marks it fired (a second firer stops there),
-  /// retires it and books the owner's finish; then the jobs that joined the hook are told, and a
-  /// full batch of retired hooks leaves the table, after this task's callback if this thread
-  /// delivered it (the job holds its finish until then).
-  func hookDidFire(_ hook: CompletionBlockHook.Hook) {
-    let node = hook.owner
-    let firing: JobState.HookFiring?
-    if node.retry != nil {
-      // A retried attempt: the hook fires with a lock of its own, then the attempt finishes as
-      // any task (it may be retried).
-      firing = jobState.withLock { $0.fireHook(hook) }
-      if firing != nil {
-        taskDidFinish(node)
-      }
-    } else {
-      firing = taskDidFinish(node, firing: hook)
-    }
-    guard let firing else { return }
-    for other in firing.others {
-      other.job.taskDidFinish(other)
-    }
-    if let retired = firing.retired {
-      CompletionBlockHook.removeRetired(retired)
-      releaseHold()
-    }
-  }
-
   /// A tracked task finished: retry it if its policy says so, else queue it for routing (and
   /// route now if nobody drains), and start the next task waiting for its slot.
   /// `error`: the error a ``ConcurrentOperation`` finished with, when its observer was told it
-  /// (`nil`: read it from the task). `hook`: the node's completion-block hook that fired (not
-  /// for a node with a retry policy), marked fired with the same lock: returns what that
-  /// leaves to do, or `nil` if it had fired already (then nothing was booked).
-  @discardableResult
-  func taskDidFinish(
-    _ node: TrackedTask, error: (any Error)?? = nil, firing hook: CompletionBlockHook.Hook? = nil
-  ) -> JobState.HookFiring? {
+  /// (`nil`: read it from the task).
+  func taskDidFinish(_ node: TrackedTask, error: (any Error)?? = nil) {
     if let retry = node.retry, scheduleRetry(of: node, retry) {
-      return nil
+      return
     }
     // `timing` never changes once the node is published: read it without the lock.
     let now = node.timing != nil ? ContinuousClock.now : nil
     let report = finishReport(of: node, error: error)
     let thread = currentThreadID()
-    // One lock from the finish to the task's own callback: the hook is marked fired, the finish
-    // booked and, if this thread becomes the drainer, its first batch taken (usually this task,
-    // decided already).
-    let (firing, actions, role, first) = jobState.withLock {
-      state -> (JobState.HookFiring?, JobState.FinishActions?, DrainRole, JobState.Drain?) in
-      var firing: JobState.HookFiring?
-      if let hook {
-        firing = state.fireHook(hook)
-        if firing == nil { return (firing, nil, .none, nil) }
-      }
+    // One lock from the finish to the task's own callback: the finish is booked and, if this
+    // thread becomes the drainer, its first batch taken (usually this task, decided already).
+    let (actions, role, first) = jobState.withLock { state in
       let actions = state.taskFinished(node, at: now, report: report)
       let role = state.claimDrain(on: thread)
-      return (firing, actions, role, role == .drainer ? state.nextDrain(on: thread) : nil)
+      return (actions, role, role == .drainer ? state.nextDrain(on: thread) : nil)
     }
     if let actions {
       if let timeout = actions.timeout {
@@ -172,9 +130,8 @@ extension JobController {
         queueAdmitted(actions.admitted)
       }
     }
-    if role == .drainer, first == nil { return firing }  // nothing left: the drainer was released
+    if role == .drainer, first == nil { return }  // nothing left: the drainer was released
     drain(role, on: thread, first: first)
-    return firing
   }
 
   /// What routing needs to know of `node`'s finished task, read now with no lock held.
@@ -280,9 +237,6 @@ extension JobController {
     }
   }
 }
-
-/// Whether a thread drains a job (see ``Outbox/Role``).
-private typealias DrainRole = Outbox<TrackedTask, PendingJobEvent>.Role
 
 /// An identifier of the calling thread, cheap enough to compare on every `track` call.
 func currentThreadID() -> UInt {

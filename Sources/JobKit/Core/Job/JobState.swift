@@ -33,8 +33,6 @@ struct JobState {
   private(set) var holds = 0
   /// Tasks held back while the job is suspended (`JobState+Suspension.swift`).
   var suspension = JobSuspension()
-  /// Fired completion-block hooks still in the hook table (`Operation/CompletionBlockHook.swift`).
-  var retiredHooks = RetiredHooks()
 
   // MARK: Submission and start
 
@@ -332,9 +330,7 @@ struct JobState {
     progressChanged(progress.finish())
     let graceTimer = graceTimer
     self.graceTimer = nil
-    return JobFinish(
-      error: error, cancelled: cancelled, graceTimer: graceTimer, droppedGroups: droppedGroups,
-      retiredHooks: retiredHooks.takeAll())
+    return JobFinish(error: error, cancelled: cancelled, graceTimer: graceTimer, droppedGroups: droppedGroups)
   }
 
   // MARK: Holds

@@ -1,11 +1,9 @@
 import Foundation
 
 /// The bookkeeping for one unfinished task of a job. Lives from `track` until the task has been
-/// routed, then is dropped with the task (bookkeeping is O(unfinished tasks)); a plain task's
-/// node is held a little longer, task-less, by its fired completion-block hook, until the job
-/// removes a batch of them from the hook table (at most ``CompletionBlockHook/retiredBatch`` per
-/// job) or finishes. Where the task is in the job is its ``TaskState`` (below, in this file: a
-/// tracked task is its node and its state).
+/// routed, then is dropped with the task (bookkeeping is O(unfinished tasks)). Where the task is
+/// in the job is its ``TaskState`` (below, in this file: a tracked task is its node and its
+/// state).
 ///
 /// `job`, `group`, `operation`, `retry` and `timing` (the reference) never change after
 /// publication; `task` and `state` are only touched under the job's lock, or by the job's single
