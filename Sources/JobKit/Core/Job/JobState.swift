@@ -180,10 +180,7 @@ struct JobState {
     node.timing?.finishedAt = now
     outbox.route(node)
     guard release.slot || release.box != nil || release.leftLine else { return nil }
-    if release.leftLine {
-      node.group.leaveLine(node)
-    }
-    return FinishActions(admitted: release.slot ? releaseSlot(in: node.group) : [], timeout: release.timer)
+    return FinishActions(admitted: giveBack(release, of: node), timeout: release.timer)
   }
 
   enum RoutingDecision {

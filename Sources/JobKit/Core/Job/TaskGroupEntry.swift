@@ -64,10 +64,11 @@ final class TaskGroupEntry: @unchecked Sendable {
       // line (`leaveLine`). The admitted one is moved out of the line.
       let entry = waitingHead
       waitingHead += 1
-      guard let queue = waiting[entry]?.state.admitFromLine(), let node = waiting[entry].take() else {
+      guard let node = waiting[entry], let queue = node.state.admitFromLine() else {
         assertionFailure("a task in its group's line no longer waits for a slot")
         continue
       }
+      waiting[entry] = nil
       running += 1
       admitted.append((node, queue))
     }

@@ -40,6 +40,16 @@ extension JobState {
     return admissions(group.admitWaiting())
   }
 
+  /// `node` stopped running (it finished, or its attempt failed): its place under the limit
+  /// goes back, a slot to the next waiting tasks (returned, to be queued by the caller), or its
+  /// place in the line if it never got one (someone else queued it).
+  mutating func giveBack(_ release: TaskState.Release, of node: TrackedTask) -> [Admission] {
+    if release.leftLine {
+      node.group.leaveLine(node)
+    }
+    return release.slot ? releaseSlot(in: node.group) : []
+  }
+
   /// A task of `group` that held a slot no longer runs (it finished, or a failed attempt waits
   /// for its retry): its slot goes back. Returns the waiting tasks admitted to it, to be queued
   /// by the caller (none while the job is suspended: the resume admits them).

@@ -49,10 +49,7 @@ extension JobState {
   {
     guard !phase.isStopping, let release = node.state.beginRetry() else { return nil }
     node.timing?.finishedAt = now
-    if release.leftLine {
-      node.group.leaveLine(node)
-    }
-    return (release.slot ? releaseSlot(in: node.group) : [], release.timer)
+    return (giveBack(release, of: node), release.timer)
   }
 
   /// The retry delay's timer was scheduled. Returns `false` if it is no longer needed (a stop
