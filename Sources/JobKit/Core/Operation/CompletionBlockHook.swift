@@ -133,7 +133,8 @@ enum CompletionBlockHook {
   private static let stripeCount = 64
   private static let stripes = (0..<stripeCount).map { _ in LockedBox(Stripe()) }
 
-  private static func stripe(for key: OperationKey) -> LockedBox<Stripe> {
+  /// The stripe `key` maps to (internal for the tests that hold its lock).
+  static func stripe(for key: OperationKey) -> LockedBox<Stripe> {
     stripes[Int((key.address &>> 4) % UInt(stripeCount))]
   }
 
