@@ -23,7 +23,9 @@ let package = Package(
     .executable(name: "event-commands", targets: ["EventCommands"]),
   ],
   targets: [
-    .target(name: "JobKit", swiftSettings: strictSettings),
+    // An atomic word for the completion-block hook: `Synchronization.Atomic` needs macOS 15.
+    .target(name: "CJobKitAtomics"),
+    .target(name: "JobKit", dependencies: ["CJobKitAtomics"], swiftSettings: strictSettings),
     .target(name: "JobKitTesting", dependencies: ["JobKit"], swiftSettings: strictSettings),
     .executableTarget(
       name: "FindDuplicates",

@@ -1,3 +1,4 @@
+internal import CJobKitAtomics
 import Foundation
 
 /// Observes the finish of plain `Operation`s (not ``ConcurrentOperation``s) through their
@@ -14,35 +15,126 @@ import Foundation
 /// racing that read could tear it or free the block it retains (the core model's long mode
 /// crashed in `swift_retain` under `Operation.observeValue` so, issue 19).
 ///
-/// The registry's locks guard nothing but the registry: no `completionBlock` is read or written,
-/// and no observer is called, while one is held.
+/// Locks: registering takes one stripe lock (the registry is striped by operation address);
+/// the finish takes none unless another job joined (rare): the hook's ``Phase`` is one atomic
+/// word, and a fired hook stays in the registry until a later registration replaces it (the
+/// same address) or sweeps it (see ``Stripe``). The registry's locks guard nothing but the
+/// registry: no `completionBlock` is read or written, no observer is called and no hook is
+/// released while one is held.
 enum CompletionBlockHook {
-  /// The observers of one plain operation. Its fields are only touched under its stripe's lock.
-  final class Hook: @unchecked Sendable {
-    // @unchecked Sendable: mutable fields are guarded by the registry stripe's lock.
-    // Exclusivity unchecked on every field: only touched under that lock, so the runtime's
-    // check (one per plain task on `fire`) is redundant.
-    /// The installing job's node, and those of jobs that joined (rare: no array for one job).
-    /// Both are dropped when the hook fires, so a wrapper left on a finished operation holds no
-    /// job.
-    @exclusivity(unchecked) var first: TrackedTask?
-    @exclusivity(unchecked) var others: [TrackedTask] = []
-    /// The operation's own block, known once the installer read it.
-    @exclusivity(unchecked) var previous: (@Sendable () -> Void)?
-    @exclusivity(unchecked) var fired = false
-    /// A job claimed the right to add the operation to a queue.
-    @exclusivity(unchecked) var queueClaimed = false
+  /// Where a hook is in its life. Only ever moves forward: `open` → `joined` → `fired`, or
+  /// `open` → `fired`.
+  enum Phase: Int {
+    /// Only the installing job observes the operation.
+    case open
+    /// Another job joined, under the stripe lock: the finish takes that lock to read the
+    /// observers.
+    case joined
+    /// The observers were (or are being) told; the hook is stale.
+    case fired
+  }
 
-    init(_ observer: TrackedTask, previous: (@Sendable () -> Void)?) {
-      first = observer
-      self.previous = previous
+  /// A hook's fields. Who touches them when, with no lock for the common case:
+  /// - all are written before the hook is published (under the stripe lock);
+  /// - `others` and `queueClaimed` (and a read of `first`) only by joiners, under the stripe
+  ///   lock, after they moved the phase from `open` (or saw `joined`);
+  /// - `first` and `others` are taken by the one finish that moved the phase to `fired`: with
+  ///   no lock if it was `open` (no joiner ever touched them or will), under the stripe lock if
+  ///   `joined`.
+  ///
+  /// (The operation's own block is held by the wrapper, not here: a stale hook holds nothing of
+  /// the user's.)
+  struct Fields {
+    /// The installing job's node, and those of jobs that joined (rare: no array for one job).
+    /// Both are dropped when the hook fires, so a stale hook holds no job.
+    var first: TrackedTask?
+    var others: [TrackedTask] = []
+    /// A job claimed the right to add the operation to a queue.
+    var queueClaimed: Bool
+  }
+
+  /// The observers of one plain operation: its ``Fields`` and, as the buffer's one element, its
+  /// ``Phase`` as an atomic word (a tail allocation: one object per hook, as before).
+  /// ManagedBuffer is not Sendable: the wrapper, which Foundation runs on another thread, holds
+  /// the hook through ``Shared``.
+  final class Hook: ManagedBuffer<Fields, Int> {
+    /// A hook as the wrapper holds it.
+    struct Shared: @unchecked Sendable {
+      // @unchecked Sendable: the phase is atomic; the fields are touched as `Fields` says.
+      let hook: Hook
+    }
+
+    static func make(_ observer: TrackedTask, queueClaimed: Bool) -> Hook {
+      let buffer = create(minimumCapacity: 1) { _ in Fields(first: observer, queueClaimed: queueClaimed) }
+      buffer.withUnsafeMutablePointerToElements { $0.initialize(to: Phase.open.rawValue) }
+      // `create` makes an instance of the class it is called on.
+      return unsafeDowncast(buffer, to: Hook.self)
+    }
+
+    var phase: Phase {
+      withUnsafeMutablePointerToElements { Phase(rawValue: cjobkit_atomic_load($0))! }
+    }
+
+    /// Sets the phase to `fired`; returns the phase it had.
+    func fire() -> Phase {
+      withUnsafeMutablePointerToElements { Phase(rawValue: cjobkit_atomic_exchange($0, Phase.fired.rawValue))! }
+    }
+
+    /// A joiner (under the stripe lock): moves `open` to `joined`; returns the phase seen.
+    func join() -> Phase {
+      withUnsafeMutablePointerToElements {
+        Phase(rawValue: cjobkit_atomic_compare_exchange($0, Phase.open.rawValue, Phase.joined.rawValue))!
+      }
+    }
+
+    @inline(__always)
+    func withFields<Result>(_ body: (inout Fields) -> Result) -> Result {
+      withUnsafeMutablePointerToHeader { body(&$0.pointee) }
+    }
+
+    /// Takes the observers out (for the finish that fired the hook).
+    func takeObservers() -> (first: TrackedTask?, others: [TrackedTask]) {
+      withFields { fields in
+        defer {
+          fields.first = nil
+          fields.others = []
+        }
+        return (fields.first, fields.others)
+      }
+    }
+  }
+
+  /// One stripe of the registry: the hooks of the operations whose addresses map to it.
+  ///
+  /// A fired hook is not removed by the finish (that would take the stripe lock on every
+  /// finish): it is replaced when an operation at the same address registers, and swept when
+  /// the stripe has grown to twice the hooks it kept at the last sweep (at least
+  /// `minimumSweep`), so a stripe holds at most about twice its live hooks, at an amortized
+  /// constant cost per registration. A stale hook holds no job and no observer.
+  struct Stripe {
+    static let minimumSweep = 64
+
+    var hooks: [OperationKey: Hook] = [:]
+    var sweepAt = minimumSweep
+
+    /// Registers `hook` for `key`. Returns what it replaced and what it swept, for the caller
+    /// to release after the lock.
+    mutating func register(_ hook: Hook, for key: OperationKey) -> (replaced: Hook?, swept: [OperationKey: Hook]) {
+      var swept: [OperationKey: Hook] = [:]
+      if hooks.count >= sweepAt, hooks[key] == nil {
+        swept = hooks
+        hooks = swept.filter { $0.value.phase != .fired }
+        sweepAt = Swift.max(Self.minimumSweep, hooks.count * 2)
+      }
+      return (hooks.updateValue(hook, forKey: key), swept)
     }
   }
 
   private static let stripeCount = 64
-  private static let stripes = (0..<stripeCount).map { _ in LockedBox([OperationKey: Hook]()) }
+  private static let stripes = (0..<stripeCount).map { _ in LockedBox(Stripe()) }
 
-  private static func stripe(for key: OperationKey) -> LockedBox<[OperationKey: Hook]> {
+  /// The stripe `key` maps to (internal for the tests that hold its lock).
+  static func stripe(for key: OperationKey) -> LockedBox<Stripe> {
     stripes[Int((key.address &>> 4) % UInt(stripeCount))]
   }
 
@@ -68,25 +160,31 @@ enum CompletionBlockHook {
     let stripe = stripe(for: key)
     // Read the block with no lock held (`completionBlock` may be overridden); a joiner drops it.
     let previous = operation.completionBlock
-    let (hook, joined): (Hook?, Observation?) = stripe.withLock { table in
-      if let existing = table[key], !existing.fired {
-        if existing.first?.job === node.job || existing.others.contains(where: { $0.job === node.job }) {
-          return (nil, .duplicate)
+    let (hook, joined, replaced, swept): (Hook?, Observation?, Hook?, [OperationKey: Hook]) = stripe.withLock {
+      stripe in
+      if let existing = stripe.hooks[key], existing.join() != .fired {
+        let joined = existing.withFields { fields -> Observation in
+          if fields.first?.job === node.job || fields.others.contains(where: { $0.job === node.job }) {
+            return .duplicate
+          }
+          fields.others.append(node)
+          let claimed = !(claimingQueue && fields.queueClaimed)
+          fields.queueClaimed = fields.queueClaimed || claimingQueue
+          return .joined(claimed: claimed)
         }
-        existing.others.append(node)
-        let claimed = !(claimingQueue && existing.queueClaimed)
-        existing.queueClaimed = existing.queueClaimed || claimingQueue
-        return (nil, .joined(claimed: claimed))
+        return (nil, joined, nil, [:])
       }
-      let hook = Hook(node, previous: previous)
-      hook.queueClaimed = claimingQueue
-      table[key] = hook
-      return (hook, nil)
+      // No hook, or a stale one (this operation's, finished, or a freed one's at its address).
+      let hook = Hook.make(node, queueClaimed: claimingQueue)
+      let (replaced, swept) = stripe.register(hook, for: key)
+      return (hook, nil, replaced, swept)
     }
+    // Released here, after the lock.
+    _ = (replaced, swept)
     guard let hook else { return joined ?? .duplicate }
-    let wrapper: @Sendable () -> Void = { [hook, unowned(unsafe) operation] in
-      // Foundation holds the operation while its completionBlock runs.
-      fire(hook, of: operation, runningPrevious: true)
+    let wrapper: @Sendable () -> Void = { [shared = Hook.Shared(hook: hook), previous, unowned(unsafe) operation] in
+      // Foundation holds the operation while its completionBlock runs, and runs it once.
+      fire(shared.hook, of: operation, previous: previous)
     }
     // Corelibs Foundation reads a finishing operation's block with no lock, after `isFinished`
     // turned true and after a section under the operation's lock (which the setter takes): a
@@ -111,26 +209,25 @@ enum CompletionBlockHook {
   /// not take stays on the operation: it holds no job, and runs the own block if called.)
   static func signalIfFinishedWhileWrapping(_ operation: Operation, _ hook: Hook) {
     guard operation.isFinished else { return }
-    fire(hook, of: operation, runningPrevious: false)
+    fire(hook, of: operation, previous: nil)
   }
 
-  private static func fire(_ hook: Hook, of operation: Operation, runningPrevious: Bool) {
-    let key = OperationKey(operation)
-    let (first, others, previous): (TrackedTask?, [TrackedTask], (@Sendable () -> Void)?) = stripe(for: key).withLock {
-      table in
-      let previous = hook.previous
-      guard !hook.fired else { return (nil, [], previous) }
-      hook.fired = true
-      if table[key] === hook {
-        table.removeValue(forKey: key)
-      }
-      defer {
-        hook.first = nil
-        hook.others = []
-      }
-      return (hook.first, hook.others, previous)
+  /// Signals the observers unless the hook fired already; then puts `previous`, the operation's
+  /// own block (from the wrapper only), back and runs it.
+  private static func fire(_ hook: Hook, of operation: Operation, previous: (@Sendable () -> Void)?) {
+    let first: TrackedTask?
+    let others: [TrackedTask]
+    switch hook.fire() {
+    case .open:
+      // No job joined, and none will (a joiner now finds the hook fired).
+      (first, others) = hook.takeObservers()
+    case .joined:
+      // A joiner may still be appending under the stripe lock.
+      (first, others) = stripe(for: OperationKey(operation)).withLock { _ in hook.takeObservers() }
+    case .fired:
+      (first, others) = (nil, [])
     }
-    if runningPrevious, let previous {
+    if let previous {
       // The operation's own block goes back (a wrapper left in place when there was none is
       // inert: it signals nobody twice and holds no job), and runs once.
       operation.completionBlock = previous
