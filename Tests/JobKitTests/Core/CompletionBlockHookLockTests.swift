@@ -28,6 +28,10 @@ struct CompletionBlockHookLockTests {
   /// The task finishes while another thread holds the lock of its hook's stripe: the job routes
   /// it all the same, because the finish takes the hook's phase with one atomic exchange. (When
   /// the finish took the stripe lock to retire the hook, the callback waited for the lock.)
+  ///
+  /// The stripe is global, so other tests' `track` calls wait while it is held: the holding
+  /// thread queues the task and waits for its route itself, so the hold lasts as long as that
+  /// route (or the timeout, if the finish needs the lock), whatever the cooperative pool does.
   @Test func aPlainTasksFinishTakesNoStripeLock() async throws {
     let task = BlockOperation {}
     task.completionBlock = {}
@@ -37,20 +41,19 @@ struct CompletionBlockHookLockTests {
     let stripe = CompletionBlockHook.stripe(for: key)
     // `main()` tracked the task once the hook is registered.
     #expect(await eventually { stripe.withLock { $0.hooks[key] != nil } })
-    let holding = Latch()
-    let release = Latch()
-    let holder = Thread {
+    let routedWhileHeld = Locked(false)
+    let done = Latch()
+    let queue = OperationQueue()
+    Thread {
       stripe.withLock { _ in
-        holding.open()
-        _ = release.wait(timeout: 30)
+        queue.addOperation(task)
+        let routed = job.routed.wait(timeout: 10)
+        routedWhileHeld.mutate { $0 = routed }
       }
-    }
-    holder.start()
-    #expect(await holding.waitOpen())
-    OperationQueue().addOperation(task)
-    let routedWhileHeld = await job.routed.waitOpen(timeout: 10)
-    release.open()
-    #expect(routedWhileHeld)
+      done.open()
+    }.start()
+    #expect(await done.waitOpen())
+    #expect(routedWhileHeld.value)
     try await finished.value
     #expect(job.routed.opened)
   }
