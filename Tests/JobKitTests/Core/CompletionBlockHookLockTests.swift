@@ -12,6 +12,7 @@ struct CompletionBlockHookLockTests {
   private final class OneTaskJob: JobController, @unchecked Sendable {
     // @unchecked Sendable: the task and the latch are set before the job starts, never changed.
     let task: BlockOperation
+    let tracked = Latch()
     let routed = Latch()
 
     init(_ task: BlockOperation) {
@@ -20,33 +21,35 @@ struct CompletionBlockHookLockTests {
     }
 
     override func main() {
-      // Observed, not queued: the test runs it once it holds the stripe lock.
+      // Observed, not queued: the test signals its finish itself.
       track(task) { [routed] _ in routed.open() }
+      tracked.open()
     }
   }
 
-  /// The task finishes while another thread holds the lock of its hook's stripe: the job routes
-  /// it all the same, because the finish takes the hook's phase with one atomic exchange. (When
-  /// the finish took the stripe lock to retire the hook, the callback waited for the lock.)
+  /// The task's finish is signalled while another thread holds the lock of its hook's stripe:
+  /// the job routes it all the same, because the finish takes the hook's phase with one atomic
+  /// exchange. (When the finish took the stripe lock to retire the hook, the callback waited for
+  /// the lock: this test then fails after 10 s.)
   ///
-  /// The stripe is global, so other tests' `track` calls wait while it is held: the holding
-  /// thread queues the task and waits for its route itself, so the hold lasts as long as that
-  /// route (or the timeout, if the finish needs the lock), whatever the cooperative pool does.
+  /// The stripe is global, so other tests' `track` calls wait while it is held; so that the hold
+  /// depends on nothing they could hold up (the dispatch pool, the cooperative pool), the task is
+  /// never queued: a thread of its own runs its completion block (JobKit's wrapper) as Foundation
+  /// would, and the holding thread waits for the route itself.
   @Test func aPlainTasksFinishTakesNoStripeLock() async throws {
     let task = BlockOperation {}
     task.completionBlock = {}
     let job = OneTaskJob(task)
     let finished = Task { try await job.run() }
-    let key = OperationKey(task)
-    let stripe = CompletionBlockHook.stripe(for: key)
-    // `main()` tracked the task once the hook is registered.
-    #expect(await eventually { stripe.withLock { $0.hooks[key] != nil } })
+    // `main()` tracked the task (its block is JobKit's wrapper now) and returned.
+    #expect(await job.tracked.waitOpen())
+    let stripe = CompletionBlockHook.stripe(for: OperationKey(task))
+    let wrapper = try #require(task.completionBlock)
     let routedWhileHeld = Locked(false)
     let done = Latch()
-    let queue = OperationQueue()
     Thread {
       stripe.withLock { _ in
-        queue.addOperation(task)
+        Thread { wrapper() }.start()
         let routed = job.routed.wait(timeout: 10)
         routedWhileHeld.mutate { $0 = routed }
       }
