@@ -54,7 +54,7 @@ enum CompletionBlockHook {
   }
 
   /// The observers of one plain operation: its ``Fields`` and, as the buffer's one element, its
-  /// ``Phase`` as an atomic word (a tail allocation: one object per hook, as before).
+  /// ``Phase`` as an atomic word (a tail allocation: one object per hook).
   /// ManagedBuffer is not Sendable: the wrapper, which Foundation runs on another thread, holds
   /// the hook through ``Shared``.
   final class Hook: ManagedBuffer<Fields, Int> {
@@ -117,16 +117,26 @@ enum CompletionBlockHook {
     var hooks: [OperationKey: Hook] = [:]
     var sweepAt = minimumSweep
 
-    /// Registers `hook` for `key`. Returns what it replaced and what it swept, for the caller
-    /// to release after the lock.
-    mutating func register(_ hook: Hook, for key: OperationKey) -> (replaced: Hook?, swept: [OperationKey: Hook]) {
+    /// Registers `hook` for `key`: in place of the fired hook at `stale` (its position, which
+    /// the caller looked up to decide between joining and registering), or as a new key, which
+    /// may sweep first. Returns what it replaced and what it swept, for the caller to release
+    /// after the lock.
+    mutating func register(
+      _ hook: Hook, for key: OperationKey, replacing stale: [OperationKey: Hook].Index?
+    ) -> (replaced: Hook?, swept: [OperationKey: Hook]) {
+      if let stale {
+        let replaced = hooks.values[stale]
+        hooks.values[stale] = hook
+        return (replaced, [:])
+      }
       var swept: [OperationKey: Hook] = [:]
-      if hooks.count >= sweepAt, hooks[key] == nil {
+      if hooks.count >= sweepAt {
         swept = hooks
         hooks = swept.filter { $0.value.phase != .fired }
         sweepAt = Swift.max(Self.minimumSweep, hooks.count * 2)
       }
-      return (hooks.updateValue(hook, forKey: key), swept)
+      hooks[key] = hook
+      return (nil, swept)
     }
   }
 
@@ -162,7 +172,9 @@ enum CompletionBlockHook {
     let previous = operation.completionBlock
     let (hook, joined, replaced, swept): (Hook?, Observation?, Hook?, [OperationKey: Hook]) = stripe.withLock {
       stripe in
-      if let existing = stripe.hooks[key], existing.join() != .fired {
+      // One lookup: its position serves both the join and the replacement of a stale hook.
+      let index = stripe.hooks.index(forKey: key)
+      if let index, case let existing = stripe.hooks.values[index], existing.join() != .fired {
         let joined = existing.withFields { fields -> Observation in
           if fields.first?.job === node.job || fields.others.contains(where: { $0.job === node.job }) {
             return .duplicate
@@ -176,7 +188,7 @@ enum CompletionBlockHook {
       }
       // No hook, or a stale one (this operation's, finished, or a freed one's at its address).
       let hook = Hook.make(node, queueClaimed: claimingQueue)
-      let (replaced, swept) = stripe.register(hook, for: key)
+      let (replaced, swept) = stripe.register(hook, for: key, replacing: index)
       return (hook, nil, replaced, swept)
     }
     // Released here, after the lock.

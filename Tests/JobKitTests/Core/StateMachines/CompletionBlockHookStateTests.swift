@@ -113,3 +113,13 @@ struct CompletionBlockHookStateTests {
     #expect(stripe.hooks.count == minimum)
   }
 }
+
+extension CompletionBlockHook.Stripe {
+  /// Registers `hook` as `observe` does once it decided not to join: at the position of the
+  /// hook registered for `key`, if any.
+  fileprivate mutating func register(
+    _ hook: CompletionBlockHook.Hook, for key: OperationKey
+  ) -> (replaced: CompletionBlockHook.Hook?, swept: [OperationKey: CompletionBlockHook.Hook]) {
+    register(hook, for: key, replacing: hooks.index(forKey: key))
+  }
+}
