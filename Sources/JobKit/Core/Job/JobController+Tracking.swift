@@ -1,21 +1,19 @@
 import Foundation
 
 extension JobController {
-  /// Registers `task` (with the node `makeNode` builds), hooks its finish and queues it on
+  /// Registers `node`'s task (the node made by the caller, with no lock held), hooks its finish
+  /// and queues it on
   /// `queue` (unless it waits for a slot of its group's limit). When called from `main()`, then
   /// routes the tasks that had finished (it asks to drain with the same lock, so `main()`'s
   /// thread, which tracks every task, takes it once less per task). Returns the node, or `nil`
   /// if it was not tracked.
   @discardableResult
-  func track(
-    _ task: Operation,
-    queue: OperationQueue?,
-    replacing previous: TrackedTask? = nil,
-    makeNode: (TaskGroupEntry) -> TrackedTask
-  ) -> TrackedTask? {
+  func track(_ node: TrackedTask, queue: OperationQueue?, replacing previous: TrackedTask? = nil) -> TrackedTask? {
+    // The node holds the task.
+    let task = node.operation
     let thread = currentThreadID()
     let (outcome, role) = jobState.withLock { state in
-      let outcome = state.track(task, queue: queue, replacing: previous, makeNode: makeNode)
+      let outcome = state.track(node, queue: queue, replacing: previous)
       return (outcome, state.claimDrain(on: thread, inTrack: true))
     }
     var tracked: TrackedTask?
@@ -243,17 +241,14 @@ extension JobController {
         trackAttempt(number + 1, options: options, make: make, completion: completion, replacing: failed)
       }
     }
-    let node = track(task, queue: taskQueue, replacing: previous) { group in
-      let node: TrackedTask
-      if let completion {
-        node = TrackedTaskWithCompletion(job: self, task: task, group: group, completion: completion)
-      } else {
-        node = TrackedTask(job: self, task: task, group: group)
-      }
-      node.retry = attempt
-      return node
+    let node: TrackedTask
+    if let completion {
+      node = TrackedTaskWithCompletion(job: self, task: task, completion: completion)
+    } else {
+      node = TrackedTask(job: self, task: task)
     }
-    if let node, let timeout = options.timeout {
+    node.retry = attempt
+    if let node = track(node, queue: taskQueue, replacing: previous), let timeout = options.timeout {
       armTimeout(timeout, for: node)
     }
   }

@@ -43,7 +43,8 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// The queue ``trackAndQueue(_:)`` adds tasks to.
   public let taskQueue: OperationQueue
 
-  let jobState = LockedBox(JobState())
+  /// Contended: `main()`'s thread tracks and routes under it while finishing threads record.
+  let jobState = LockedBox(JobState(), contended: true)
 
   /// The queue ``startJob()`` and ``run()`` submit jobs to: a concurrent queue shared by all
   /// jobs. A job holds a worker thread while `main()` runs and while that thread routes what
@@ -138,28 +139,24 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// Safe from any thread; usually called from `main()` or a callback, which keeps the job alive
   /// until the task is routed. Routing uses ``taskFinished(_:)``.
   public func track(_ task: Operation) {
-    track(task, queue: nil) { TrackedTask(job: self, task: task, group: $0) }
+    track(TrackedTask(job: self, task: task), queue: nil)
   }
 
   /// Tracks `task` and adds it to ``taskQueue``.
   public func trackAndQueue(_ task: Operation) {
-    track(task, queue: taskQueue) { TrackedTask(job: self, task: task, group: $0) }
+    track(TrackedTask(job: self, task: task), queue: taskQueue)
   }
 
   /// Tracks `task`, which the caller queues itself; when it finishes, `completion` is called
   /// with it instead of ``taskFinished(_:)``, serially with the job's other callbacks.
   public func track<T: Operation>(_ task: T, completion: @escaping @Sendable (T) -> Void) {
-    track(task, queue: nil) {
-      TrackedTaskWithCompletion(job: self, task: task, group: $0, completion: completion)
-    }
+    track(TrackedTaskWithCompletion(job: self, task: task, completion: completion), queue: nil)
   }
 
   /// Tracks `task` and adds it to ``taskQueue``; when it finishes, `completion` is called with
   /// it instead of ``taskFinished(_:)``, serially with the job's other callbacks.
   public func trackAndQueue<T: Operation>(_ task: T, completion: @escaping @Sendable (T) -> Void) {
-    track(task, queue: taskQueue) {
-      TrackedTaskWithCompletion(job: self, task: task, group: $0, completion: completion)
-    }
+    track(TrackedTaskWithCompletion(job: self, task: task, completion: completion), queue: taskQueue)
   }
 
   /// Sets the handler called instead of ``taskGroupFinished(_:)`` each time the last unfinished

@@ -77,19 +77,19 @@ struct JobState {
     case jobFinished
   }
 
-  /// Starts tracking `task` with the node `makeNode` builds (it only allocates; no user code).
-  /// `queue` is where the job will queue it (`nil` if the caller queues it). `replacing` is a
+  /// Starts tracking `node`'s task, and sets the node's group (the node is made before the lock,
+  /// so allocating it adds nothing to the job's critical section). `queue` is where the job will
+  /// queue it (`nil` if the caller queues it). `replacing` is a
   /// retried task's previous attempt, forgotten silently once the new one is tracked. For
   /// events, the attempts are one task: a `taskTracked` already emitted for an earlier attempt
   /// is not emitted again.
-  mutating func track(
-    _ task: Operation,
-    queue: OperationQueue?,
-    replacing previous: TrackedTask? = nil,
-    makeNode: (TaskGroupEntry) -> TrackedTask
-  ) -> TrackOutcome {
+  mutating func track(_ node: TrackedTask, queue: OperationQueue?, replacing previous: TrackedTask? = nil)
+    -> TrackOutcome
+  {
     guard !phase.isFinished else { return .jobFinished }
-    let node = makeNode(registry.group(for: type(of: task)))
+    // Tracked: the node holds the task.
+    let task = node.operation
+    node.group = registry.group(for: type(of: task))
     registry.insert(node)
     progressChanged(progress.tracked(task))
     let observesEvents = !listeners.isEmpty
@@ -255,7 +255,7 @@ struct JobState {
     }
     node.task = nil
     guard registry.remove(node) else { return .none }
-    let group = node.group
+    let group: TaskGroupEntry = node.group
     emit(.groupFinished(group: group.name))
     guard !phase.isStopping else { return .none }
     if phase.isRunningMain {

@@ -6,12 +6,16 @@ import Foundation
 /// state).
 ///
 /// `job`, `group`, `operation`, `retry` and `timing` (the reference) never change after
-/// publication; `task` and `state` are only touched under the job's lock, or by the job's single
+/// publication (the job's `track` transition sets `group`, under its lock, before it); `task` and `state` are only touched under the job's lock, or by the job's single
 /// router after the task finished.
 class TrackedTask: OperationFinishObserver, OperationStartObserver, @unchecked Sendable {
   // @unchecked Sendable: mutable fields are guarded by the owning job's lock (see above).
   let job: JobController
-  let group: TaskGroupEntry
+  /// The task's group (its exact class): `nil` only until the job's `track` transition, which
+  /// looks it up under the job's lock (the node is made before that lock is taken, so
+  /// allocating it adds nothing to the job's critical section). Exclusivity unchecked: never
+  /// written after publication.
+  @exclusivity(unchecked) var group: TaskGroupEntry!
   /// The tracked task until it has been routed; then `nil`, so the job no longer holds it.
   /// Exclusivity unchecked: only touched under the job's lock or by its single router.
   @exclusivity(unchecked) var task: Operation?
@@ -27,7 +31,7 @@ class TrackedTask: OperationFinishObserver, OperationStartObserver, @unchecked S
   /// list holds the nodes through `next`. Exclusivity unchecked: only touched under the lock.
   @exclusivity(unchecked) var next: TrackedTask?
   @exclusivity(unchecked) unowned(unsafe) var previous: TrackedTask?
-  /// Set for a task tracked with a retry policy (before publication, in `makeNode`); exclusivity
+  /// Set for a task tracked with a retry policy (before publication, by `trackAttempt`); exclusivity
   /// unchecked: never written after publication.
   @exclusivity(unchecked) var retry: RetryAttempt?
   /// Set while events are listened to (before publication, in the job's `track` transition):
@@ -35,7 +39,7 @@ class TrackedTask: OperationFinishObserver, OperationStartObserver, @unchecked S
   /// nothing when unused. Exclusivity unchecked: never written after publication.
   @exclusivity(unchecked) var timing: TaskTiming?
 
-  init(job: JobController, task: Operation, group: TaskGroupEntry) {
+  init(job: JobController, task: Operation, group: TaskGroupEntry? = nil) {
     self.job = job
     self.task = task
     self.operation = task
@@ -65,7 +69,7 @@ final class TrackedTaskWithCompletion<Task: Operation>: TrackedTask, @unchecked 
   // @unchecked Sendable: as for `TrackedTask`; `completion` is immutable and `@Sendable`.
   let completion: @Sendable (Task) -> Void
 
-  init(job: JobController, task: Task, group: TaskGroupEntry, completion: @escaping @Sendable (Task) -> Void) {
+  init(job: JobController, task: Task, group: TaskGroupEntry? = nil, completion: @escaping @Sendable (Task) -> Void) {
     self.completion = completion
     super.init(job: job, task: task, group: group)
   }

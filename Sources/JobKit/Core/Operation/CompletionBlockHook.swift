@@ -41,9 +41,6 @@ enum CompletionBlockHook {
   /// - `first` and `others` are taken by the one finish that moved the phase to `fired`: with
   ///   no lock if it was `open` (no joiner ever touched them or will), under the stripe lock if
   ///   `joined`.
-  ///
-  /// (The operation's own block is held by the wrapper, not here: a stale hook holds nothing of
-  /// the user's.)
   struct Fields {
     /// The installing job's node, and those of jobs that joined (rare: no array for one job).
     /// Both are dropped when the hook fires, so a stale hook holds no job.
@@ -53,19 +50,36 @@ enum CompletionBlockHook {
     var queueClaimed: Bool
   }
 
-  /// The observers of one plain operation: its ``Fields`` and, as the buffer's one element, its
-  /// ``Phase`` as an atomic word (a tail allocation: one object per hook).
+  /// A hook's header: its ``Fields`` and what only the wrapper touches once the hook is
+  /// published, beside them (never inside an access to the fields, which may overlap).
+  struct Header {
+    var fields: Fields
+    /// The operation's own `completionBlock`, read before the wrapper replaced it; the wrapper
+    /// takes it (puts it back and runs it), so a stale hook holds nothing of the user's unless
+    /// Foundation never ran the wrapper (the operation finished as it was being wrapped).
+    var ownBlock: (@Sendable () -> Void)?
+    /// The observed operation, for the wrapper (Foundation holds it while its block runs).
+    unowned(unsafe) let operation: Operation
+  }
+
+  /// The observers of one plain operation: its ``Header`` and, as the buffer's one element, its
+  /// ``Phase`` as an atomic word (a tail allocation: one object per hook, which is also the
+  /// wrapper's context).
   /// ManagedBuffer is not Sendable: the wrapper, which Foundation runs on another thread, holds
   /// the hook through ``Shared``.
-  final class Hook: ManagedBuffer<Fields, Int> {
+  final class Hook: ManagedBuffer<Header, Int> {
     /// A hook as the wrapper holds it.
     struct Shared: @unchecked Sendable {
-      // @unchecked Sendable: the phase is atomic; the fields are touched as `Fields` says.
+      // @unchecked Sendable: the phase is atomic; the header is touched as `Fields` and `Header` say.
       let hook: Hook
     }
 
-    static func make(_ observer: TrackedTask, queueClaimed: Bool) -> Hook {
-      let buffer = create(minimumCapacity: 1) { _ in Fields(first: observer, queueClaimed: queueClaimed) }
+    static func make(
+      _ observer: TrackedTask, of operation: Operation, ownBlock: (@Sendable () -> Void)?, queueClaimed: Bool
+    ) -> Hook {
+      let buffer = create(minimumCapacity: 1) { _ in
+        Header(fields: Fields(first: observer, queueClaimed: queueClaimed), ownBlock: ownBlock, operation: operation)
+      }
       buffer.withUnsafeMutablePointerToElements { $0.initialize(to: Phase.open.rawValue) }
       // `create` makes an instance of the class it is called on.
       return unsafeDowncast(buffer, to: Hook.self)
@@ -89,7 +103,20 @@ enum CompletionBlockHook {
 
     @inline(__always)
     func withFields<Result>(_ body: (inout Fields) -> Result) -> Result {
-      withUnsafeMutablePointerToHeader { body(&$0.pointee) }
+      withUnsafeMutablePointerToHeader { body(&$0.pointee.fields) }
+    }
+
+    /// Takes the operation's own block out (for the wrapper; Foundation runs it once).
+    func takeOwnBlock() -> (@Sendable () -> Void)? {
+      withUnsafeMutablePointerToHeader { header in
+        defer { header.pointee.ownBlock = nil }
+        return header.pointee.ownBlock
+      }
+    }
+
+    /// The observed operation (unowned: valid while Foundation runs the wrapper).
+    var operation: Operation {
+      withUnsafeMutablePointerToHeader { $0.pointee.operation }
     }
 
     /// Takes the observers out (for the finish that fired the hook).
@@ -169,7 +196,7 @@ enum CompletionBlockHook {
     let key = OperationKey(operation)
     let stripe = stripe(for: key)
     // Read the block with no lock held (`completionBlock` may be overridden); a joiner drops it.
-    let previous = operation.completionBlock
+    let ownBlock = operation.completionBlock
     let (hook, joined, replaced, swept): (Hook?, Observation?, Hook?, [OperationKey: Hook]) = stripe.withLock {
       stripe in
       // One lookup: its position serves both the join and the replacement of a stale hook.
@@ -187,16 +214,18 @@ enum CompletionBlockHook {
         return (nil, joined, nil, [:])
       }
       // No hook, or a stale one (this operation's, finished, or a freed one's at its address).
-      let hook = Hook.make(node, queueClaimed: claimingQueue)
+      let hook = Hook.make(node, of: operation, ownBlock: ownBlock, queueClaimed: claimingQueue)
       let (replaced, swept) = stripe.register(hook, for: key, replacing: index)
       return (hook, nil, replaced, swept)
     }
     // Released here, after the lock.
     _ = (replaced, swept)
     guard let hook else { return joined ?? .duplicate }
-    let wrapper: @Sendable () -> Void = { [shared = Hook.Shared(hook: hook), previous, unowned(unsafe) operation] in
+    // The hook is the wrapper's one capture, so the closure needs no context of its own.
+    let wrapper: @Sendable () -> Void = { [shared = Hook.Shared(hook: hook)] in
       // Foundation holds the operation while its completionBlock runs, and runs it once.
-      fire(shared.hook, of: operation, previous: previous)
+      let hook = shared.hook
+      fire(hook, of: hook.operation, ownBlock: hook.takeOwnBlock())
     }
     // Corelibs Foundation reads a finishing operation's block with no lock, after `isFinished`
     // turned true and after a section under the operation's lock (which the setter takes): a
@@ -221,12 +250,12 @@ enum CompletionBlockHook {
   /// not take stays on the operation: it holds no job, and runs the own block if called.)
   static func signalIfFinishedWhileWrapping(_ operation: Operation, _ hook: Hook) {
     guard operation.isFinished else { return }
-    fire(hook, of: operation, previous: nil)
+    fire(hook, of: operation, ownBlock: nil)
   }
 
-  /// Signals the observers unless the hook fired already; then puts `previous`, the operation's
+  /// Signals the observers unless the hook fired already; then puts `ownBlock`, the operation's
   /// own block (from the wrapper only), back and runs it.
-  private static func fire(_ hook: Hook, of operation: Operation, previous: (@Sendable () -> Void)?) {
+  private static func fire(_ hook: Hook, of operation: Operation, ownBlock: (@Sendable () -> Void)?) {
     let first: TrackedTask?
     let others: [TrackedTask]
     switch hook.fire() {
@@ -239,11 +268,11 @@ enum CompletionBlockHook {
     case .fired:
       (first, others) = (nil, [])
     }
-    if let previous {
+    if let ownBlock {
       // The operation's own block goes back (a wrapper left in place when there was none is
       // inert: it signals nobody twice and holds no job), and runs once.
-      operation.completionBlock = previous
-      previous()
+      operation.completionBlock = ownBlock
+      ownBlock()
     }
     if let first {
       first.job.taskDidFinish(first)

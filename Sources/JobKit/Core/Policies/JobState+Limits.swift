@@ -18,7 +18,7 @@ extension JobState {
       hold(node, for: queue)
       return false
     }
-    let group = node.group
+    let group: TaskGroupEntry = node.group
     guard let limit = group.limit else { return true }
     if group.running < limit, group.waitingCount == 0 {
       group.giveSlot(to: node)

@@ -11,10 +11,33 @@ import Testing
 struct CompletionBlockHookStateTests {
   private typealias Hook = CompletionBlockHook.Hook
 
-  private func makeHook(job: JobController = JobController()) -> Hook {
+  private func makeHook(job: JobController = JobController(), ownBlock: (@Sendable () -> Void)? = nil) -> Hook {
     let task = BlockOperation {}
     let node = TrackedTask(job: job, task: task, group: TaskGroupEntry(type: type(of: task)))
-    return Hook.make(node, queueClaimed: false)
+    // The node holds the task, which the hook holds unowned.
+    return Hook.make(node, of: task, ownBlock: ownBlock, queueClaimed: false)
+  }
+
+  /// The operation's own block is the wrapper's to take, once: after that the hook holds
+  /// nothing of the user's (a block's captures are released with it).
+  @Test func theWrapperTakesTheOwnBlockOnce() {
+    final class Capture: Sendable {}
+    weak var released: Capture?
+    let hook: Hook
+    do {
+      let capture = Capture()
+      released = capture
+      hook = makeHook(ownBlock: { _ = capture })
+    }
+    #expect(released != nil)
+    do {
+      let ownBlock = hook.takeOwnBlock()
+      #expect(ownBlock != nil)
+    }
+    #expect(hook.takeOwnBlock() == nil)
+    // The hook is still alive and holds the block no more.
+    #expect(released == nil)
+    withExtendedLifetime(hook) {}
   }
 
   /// `open` → `joined` → `fired`; each step returns the phase it found, and nothing leaves

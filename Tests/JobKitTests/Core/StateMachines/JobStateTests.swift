@@ -14,7 +14,7 @@ struct JobStateTests {
   private let job = JobController()
 
   private func track(_ task: Operation, in state: inout JobState, queue: OperationQueue? = nil) -> TrackedTask {
-    let outcome = state.track(task, queue: queue) { TrackedTask(job: job, task: task, group: $0) }
+    let outcome = state.track(TrackedTask(job: job, task: task), queue: queue)
     guard case .tracked(let node, _, _, _, _, _) = outcome else {
       Issue.record("not tracked: \(outcome)")
       return TrackedTask(job: job, task: task, group: TaskGroupEntry(type: type(of: task)))
@@ -92,12 +92,30 @@ struct JobStateTests {
     let check3 = state.phase.isFinished && state.outbox.drainer == .idle
     #expect(check3)
     guard
-      case .jobFinished = state.track(
-        Alpha(), queue: nil, makeNode: { TrackedTask(job: job, task: Alpha(), group: $0) })
+      case .jobFinished = state.track(TrackedTask(job: job, task: Alpha()), queue: nil)
     else {
       Issue.record("tracked after the finish")
       return
     }
+  }
+
+  /// A node is made with no lock held and without its group; the `track` transition gives it
+  /// the entry of its task's exact class, one per class, and counts the task in it.
+  @Test func trackingGivesTheNodeItsClasssGroup() {
+    var state = started()
+    let unpublished = TrackedTask(job: job, task: Alpha())
+    #expect(unpublished.group == nil)
+    guard case .tracked(let first, _, _, _, _, _) = state.track(unpublished, queue: nil) else {
+      Issue.record("not tracked")
+      return
+    }
+    #expect(first === unpublished)
+    let second = track(Alpha(), in: &state)
+    let other = track(Beta(), in: &state)
+    #expect(first.group === second.group)
+    #expect(first.group !== other.group)
+    #expect(first.group.type == Alpha.self && other.group.type == Beta.self)
+    #expect(first.group.unfinished == 2 && other.group.unfinished == 1)
   }
 
   @Test func aGroupThatReachesZeroWhileMainRunsFiresOnceAfterMainIfStillAtZero() {
