@@ -3,10 +3,9 @@ import Foundation
 extension JobController {
   /// Registers `node`'s task (the node made by the caller, with no lock held), hooks its finish
   /// and queues it on `queue` (unless it waits for a slot of its group's limit). When called
-  /// from `main()`, then
-  /// routes the tasks that had finished (it asks to drain with the same lock, so `main()`'s
-  /// thread, which tracks every task, takes it once less per task). Returns the node, or `nil`
-  /// if it was not tracked.
+  /// from `main()`, then routes the tasks that had finished (it asks to drain with the same lock,
+  /// so `main()`'s thread, which tracks every task, takes it once less per task). Returns the
+  /// node, or `nil` if it was not tracked.
   @discardableResult
   func track(_ node: TrackedTask, queue: OperationQueue?, replacing previous: TrackedTask? = nil) -> TrackedTask? {
     // The node holds the task.

@@ -79,9 +79,9 @@ struct JobState {
 
   /// Starts tracking `node`'s task, and sets the node's group (the node is made before the lock,
   /// so allocating it adds nothing to the job's critical section). `queue` is where the job will
-  /// queue it (`nil` if the caller queues it). `replacing` is a retried task's previous attempt, forgotten silently once the new one is tracked. For
-  /// events, the attempts are one task: a `taskTracked` already emitted for an earlier attempt
-  /// is not emitted again.
+  /// queue it (`nil` if the caller queues it). `replacing` is a retried task's previous attempt,
+  /// forgotten silently once the new one is tracked. For events, the attempts are one task: a
+  /// `taskTracked` already emitted for an earlier attempt is not emitted again.
   mutating func track(_ node: TrackedTask, queue: OperationQueue?, replacing previous: TrackedTask? = nil)
     -> TrackOutcome
   {
