@@ -1,18 +1,18 @@
 import Foundation
 
 extension JobController {
-  /// Registers `node`'s task (the node made by the caller, with no lock held), hooks its finish
+  /// Registers `task` with `node`, its node (made by the caller, with no lock held), hooks its finish
   /// and queues it on `queue` (unless it waits for a slot of its group's limit). When called
   /// from `main()`, then routes the tasks that had finished (it asks to drain with the same lock,
   /// so `main()`'s thread, which tracks every task, takes it once less per task). Returns the
   /// node, or `nil` if it was not tracked.
   @discardableResult
-  func track(_ node: TrackedTask, queue: OperationQueue?, replacing previous: TrackedTask? = nil) -> TrackedTask? {
-    // The node holds the task.
-    let task = node.operation
+  func track(
+    _ task: Operation, node: TrackedTask, queue: OperationQueue?, replacing previous: TrackedTask? = nil
+  ) -> TrackedTask? {
     let thread = currentThreadID()
     let (outcome, role) = jobState.withLock { state in
-      let outcome = state.track(node, queue: queue, replacing: previous)
+      let outcome = state.track(task, node: node, queue: queue, replacing: previous)
       return (outcome, state.claimDrain(on: thread, inTrack: true))
     }
     var tracked: TrackedTask?
@@ -247,7 +247,7 @@ extension JobController {
       node = TrackedTask(job: self, task: task)
     }
     node.retry = attempt
-    if let node = track(node, queue: taskQueue, replacing: previous), let timeout = options.timeout {
+    if let node = track(task, node: node, queue: taskQueue, replacing: previous), let timeout = options.timeout {
       armTimeout(timeout, for: node)
     }
   }

@@ -77,17 +77,15 @@ struct JobState {
     case jobFinished
   }
 
-  /// Starts tracking `node`'s task, and sets the node's group (the node is made before the lock,
+  /// Starts tracking `task` with `node` (made for it), and sets the node's group (the node is made before the lock,
   /// so allocating it adds nothing to the job's critical section). `queue` is where the job will
   /// queue it (`nil` if the caller queues it). `replacing` is a retried task's previous attempt,
   /// forgotten silently once the new one is tracked. For events, the attempts are one task: a
   /// `taskTracked` already emitted for an earlier attempt is not emitted again.
-  mutating func track(_ node: TrackedTask, queue: OperationQueue?, replacing previous: TrackedTask? = nil)
-    -> TrackOutcome
-  {
+  mutating func track(
+    _ task: Operation, node: TrackedTask, queue: OperationQueue?, replacing previous: TrackedTask? = nil
+  ) -> TrackOutcome {
     guard !phase.isFinished else { return .jobFinished }
-    // Tracked: the node holds the task.
-    let task = node.operation
     node.group = registry.group(for: type(of: task))
     registry.insert(node)
     progressChanged(progress.tracked(task))

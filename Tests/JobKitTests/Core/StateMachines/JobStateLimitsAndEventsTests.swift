@@ -20,7 +20,7 @@ struct JobStateLimitsAndEventsTests {
   }
 
   private func track(_ task: Operation, in state: inout JobState, queue: OperationQueue? = nil) -> Tracked {
-    let outcome = state.track(TrackedTask(job: job, task: task), queue: queue)
+    let outcome = state.track(task, node: TrackedTask(job: job, task: task), queue: queue)
     guard case .tracked(let node, let cancel, let queueNow, let waitsForSlot, _, _) = outcome else {
       Issue.record("not tracked: \(outcome)")
       let node = TrackedTask(job: job, task: task, group: TaskGroupEntry(type: type(of: task)))
@@ -150,7 +150,7 @@ struct JobStateLimitsAndEventsTests {
     let claimed = state.claimRetry(of: first) != nil
     #expect(claimed)
     let next = Alpha()
-    let outcome = state.track(TrackedTask(job: job, task: next), queue: nil, replacing: first)
+    let outcome = state.track(next, node: TrackedTask(job: job, task: next), queue: nil, replacing: first)
     guard case .tracked(let second, _, _, _, _, _) = outcome else {
       Issue.record("the next attempt was not tracked")
       return

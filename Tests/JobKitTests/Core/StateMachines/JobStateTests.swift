@@ -14,7 +14,7 @@ struct JobStateTests {
   private let job = JobController()
 
   private func track(_ task: Operation, in state: inout JobState, queue: OperationQueue? = nil) -> TrackedTask {
-    let outcome = state.track(TrackedTask(job: job, task: task), queue: queue)
+    let outcome = state.track(task, node: TrackedTask(job: job, task: task), queue: queue)
     guard case .tracked(let node, _, _, _, _, _) = outcome else {
       Issue.record("not tracked: \(outcome)")
       return TrackedTask(job: job, task: task, group: TaskGroupEntry(type: type(of: task)))
@@ -91,9 +91,8 @@ struct JobStateTests {
     #expect(finish.error == nil)
     let check3 = state.phase.isFinished && state.outbox.drainer == .idle
     #expect(check3)
-    guard
-      case .jobFinished = state.track(TrackedTask(job: job, task: Alpha()), queue: nil)
-    else {
+    let late = Alpha()
+    guard case .jobFinished = state.track(late, node: TrackedTask(job: job, task: late), queue: nil) else {
       Issue.record("tracked after the finish")
       return
     }
@@ -103,9 +102,10 @@ struct JobStateTests {
   /// the entry of its task's exact class, one per class, and counts the task in it.
   @Test func trackingGivesTheNodeItsClasssGroup() {
     var state = started()
-    let unpublished = TrackedTask(job: job, task: Alpha())
+    let task = Alpha()
+    let unpublished = TrackedTask(job: job, task: task)
     #expect(unpublished.group == nil)
-    guard case .tracked(let first, _, _, _, _, _) = state.track(unpublished, queue: nil) else {
+    guard case .tracked(let first, _, _, _, _, _) = state.track(task, node: unpublished, queue: nil) else {
       Issue.record("not tracked")
       return
     }
