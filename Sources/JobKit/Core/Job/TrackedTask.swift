@@ -39,6 +39,8 @@ class TrackedTask: OperationFinishObserver, OperationStartObserver, @unchecked S
   /// nothing when unused. Exclusivity unchecked: never written after publication.
   @exclusivity(unchecked) var timing: TaskTiming?
 
+  /// A node for `task`, made with no lock held; the job's `track` transition gives it its
+  /// group (`group` is for nodes that never go through it: the state machines' tests).
   init(job: JobController, task: Operation, group: TaskGroupEntry? = nil) {
     self.job = job
     self.task = task
@@ -69,9 +71,9 @@ final class TrackedTaskWithCompletion<Task: Operation>: TrackedTask, @unchecked 
   // @unchecked Sendable: as for `TrackedTask`; `completion` is immutable and `@Sendable`.
   let completion: @Sendable (Task) -> Void
 
-  init(job: JobController, task: Task, group: TaskGroupEntry? = nil, completion: @escaping @Sendable (Task) -> Void) {
+  init(job: JobController, task: Task, completion: @escaping @Sendable (Task) -> Void) {
     self.completion = completion
-    super.init(job: job, task: task, group: group)
+    super.init(job: job, task: task)
   }
 
   override func deliverCompletion(_ task: Operation) -> Bool {
