@@ -186,10 +186,9 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// own before the job can finish overrides it and calls `super`; never with a lock held.
   func failureRequested(_ error: any Error) {
     stop(.failed(error))
-    // A start that waited for a resume runs now: stopped, the job finishes without `main()`.
-    if isSuspended {
-      applyResume()
-    }
+    // As a cancel does: a start that waited for a resume runs now (stopped, the job finishes
+    // without `main()`), and a later `suspend()` is a no-op.
+    applyResume(forStop: true)
   }
 
   // MARK: - Callbacks (override points)
