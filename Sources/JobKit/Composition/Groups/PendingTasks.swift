@@ -32,6 +32,11 @@ struct PendingTasks {
     return task
   }
 
+  /// Whether `task` waits here.
+  func contains(_ task: Operation) -> Bool {
+    storage[head...].contains { $0 === task }
+  }
+
   /// Every waiting task, oldest first, left in place (a snapshot, for inspection).
   var all: [Operation] {
     storage[head...].map { $0! }

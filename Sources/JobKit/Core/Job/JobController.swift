@@ -264,4 +264,10 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// it, with no lock held; `cancelled` if a cancel stopped the job. A hook for the floors above
   /// (a group's cancellation handler); does nothing by default.
   func jobWillFinish(cancelled: Bool) {}
+
+  /// The children a subclass keeps without tracking them yet (a group's tasks waiting for their
+  /// turn), to be suspended (`suspending`) or resumed with the tracked ones (for a resume: those
+  /// the suspension suspended). Called with no lock held, by the one thread telling the
+  /// children (`JobState.nextChildDelivery()`). None by default.
+  func untrackedChildren(suspending: Bool) -> [ConcurrentOperation] { [] }
 }
