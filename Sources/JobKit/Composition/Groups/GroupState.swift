@@ -71,7 +71,7 @@ struct GroupState {
   var stopsOnFailure = false
   var hold = Hold()
   /// Added and not started, oldest first. Not tracked with the job.
-  var pending = PendingTasks()
+  var pending = Line<Operation>()
   /// Sequential only: the started task that has not been routed yet.
   var current: Operation?
   /// Every added task not routed or dropped yet, so adding one twice is caught.
