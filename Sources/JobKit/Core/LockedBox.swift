@@ -21,9 +21,9 @@
 /// `main()`'s thread tracks and routes while every thread that finishes a task records it).
 /// With glibc its mutex is adaptive (`PTHREAD_MUTEX_ADAPTIVE_NP`): a waiter spins briefly before
 /// it sleeps in the kernel, because the sections are short (state only) while a sleep and its
-/// wake-up cost microseconds. Sleeping at once, finishing threads slept on a job's lock and a job
-/// of 1M tasks left a core idle and piled up queued tasks (README, "Performance"). Other boxes
-/// keep the plain mutex, whose unlock is a few instructions cheaper.
+/// wake-up cost microseconds: finishing threads asleep on a job's lock leave a core idle while
+/// `main()`'s thread tracks. Other boxes keep the plain mutex, whose unlock is a few
+/// instructions cheaper.
 struct LockedBox<Value>: @unchecked Sendable {
   // @unchecked Sendable: `value` is only touched inside `withLock`, which holds the mutex.
   private let storage: LockedStorage<Value>

@@ -57,6 +57,30 @@ struct SuspendCompositionTests {
     #expect(await group.finishedSoon())
   }
 
+  /// The migration article's promise: a suspended group's children are suspended too, the steps
+  /// still waiting for their turn included (and a task added while it is suspended); the resume
+  /// resumes them, and they run in order.
+  @Test(arguments: [true, false])
+  func aSuspendedGroupsWaitingTasksAreSuspendedToo(sequential: Bool) async {
+    let first = ManualTask("first")
+    let waiting = (0..<3).map { ManualTask("waiting \($0)") }
+    let group = makeGroup(sequential: sequential, [first] + waiting.prefix(2))
+    group.startJob()
+    #expect(await first.startedLatch.opened())
+    group.suspend()
+    group.add(waiting[2])
+    #expect(first.isSuspended && waiting.allSatisfy(\.isSuspended))
+    group.resume()
+    #expect(!first.isSuspended && waiting.allSatisfy { !$0.isSuspended })
+    first.finish()
+    for task in waiting {
+      #expect(await task.startedLatch.opened())
+      task.finish()
+    }
+    #expect(await group.finishedSoon())
+    #expect(group.error == nil && !group.isCancelled)
+  }
+
   @Test func suspendingAGroupSuspendsItsNestedGroupsAndTheirTasks() async {
     let inner = ManualTask("inner")
     let later = ManualTask("later")

@@ -255,6 +255,38 @@ struct SuspendTests {
     #expect(failing ? (job.error as? TestError) == TestError(1) : job.isCancelled)
   }
 
+  /// A fail before the start makes a later `suspend()` a no-op, as a cancel does: the job (or
+  /// group) finishes, failed, when its queue starts it, without running `main()`.
+  @Test(arguments: [false, true])
+  func aFailBeforeTheStartMakesALaterSuspendANoOp(group: Bool) async {
+    let mainRan = Latch()
+    let job: JobController =
+      group ? SequentialGroup([BlockTask { mainRan.open() }]) : SuspendJob { _ in mainRan.open() }
+    job.fail(TestError(2))
+    job.suspend()
+    #expect(!job.isSuspended)
+    job.startJob()
+    #expect(await job.finishedSoon())
+    #expect(!mainRan.opened && !job.isSuspended && !job.isExecuting)
+    #expect((job.error as? TestError) == TestError(2) || (job.error as? JobFailures) != nil)
+  }
+
+  /// A fail racing a suspend and a deferred start: whichever comes first, the job finishes.
+  @Test func aFailRacingASuspendAndTheStartFinishesTheJob() async {
+    let jobs = (0..<200).map { _ in SuspendJob { _ in } }
+    await concurrently(jobs.count * 2, barrier: true) { index in
+      let job = jobs[index / 2]
+      if index % 2 == 0 {
+        job.fail(TestError(3))
+      } else {
+        job.suspend()
+        job.startJob()
+      }
+    }
+    #expect(await eventually { jobs.allSatisfy(\.isFinished) })
+    #expect(jobs.allSatisfy { ($0.error as? TestError) == TestError(3) && !$0.isSuspended })
+  }
+
   @Test func limitsAreRespectedAfterTheResume() async {
     let running = Locked<(now: Int, max: Int, order: [Int])>((0, 0, []))
     let tasks = (0..<12).map { GatedTask($0, running: running) }

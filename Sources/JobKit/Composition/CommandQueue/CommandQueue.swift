@@ -195,7 +195,7 @@ public final class CommandQueue: Sendable, OperationFinishObserver {
       return (group, false)
     }
     let fresh: GroupJob = mode == .sequential ? SequentialGroup() : ConcurrentGroup()
-    fresh.propagatesTaskCancellation = false  // commands are independent (issue 20)
+    fresh.propagatesTaskCancellation = false  // commands are independent
     fresh.adoptContext(context)
     switch state.withLock({ $0.install(fresh) }) {
     case .join(let existing):

@@ -189,6 +189,7 @@ open class GroupJob: JobController, @unchecked Sendable {
     switch groupState.withLock({ $0.add(task) }) {
     case .accepted(let launch):
       self.launch(launch)
+      suspendIfSuspended(task, launch: launch)
       return true
     case .needsJobHold:
       guard holdOpen() else { return rejected(task, reporting: reportingRejection) }
@@ -196,6 +197,7 @@ open class GroupJob: JobController, @unchecked Sendable {
       switch groupState.withLock({ $0.add(task, jobHeld: true) }) {
       case .accepted(let launch):
         self.launch(launch)
+        suspendIfSuspended(task, launch: launch)
         return true
       case .rejected, .needsJobHold:
         return rejected(task, reporting: reportingRejection)
@@ -207,6 +209,12 @@ open class GroupJob: JobController, @unchecked Sendable {
     case .duplicate:
       return duplicate(task)
     }
+  }
+
+  /// The tasks waiting for their turn are suspended and resumed with the group's tracked
+  /// children (see `JobController.untrackedChildren(suspending:)`).
+  override func untrackedChildren(suspending: Bool) -> [ConcurrentOperation] {
+    groupState.withLock { suspending ? $0.suspendWaiting() : $0.resumeWaiting() }
   }
 
   /// `task` was not added: the group is done. Returns `false`.
@@ -236,6 +244,12 @@ open class GroupJob: JobController, @unchecked Sendable {
       for task in launch.tasks {
         launch.context.inject(into: task)
         trackAndQueue(task, completion: taskCompletion)
+      }
+      // Tracked now: a resume from here on tells them as the job's children.
+      if !launch.suspendedWhileWaiting.isEmpty, !isSuspended {
+        for task in launch.suspendedWhileWaiting {
+          task.resume()
+        }
       }
     }
     var releasesHold = launch.releasesHold

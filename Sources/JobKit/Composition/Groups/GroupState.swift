@@ -65,27 +65,13 @@ struct GroupState {
     case held
   }
 
-  /// What the caller does after a transition: track and queue `tasks` with the group's context
-  /// (or, if `cancelled`, cancel them and start them untracked so they finish without running;
-  /// if `jobWaits`, the job is stopping and cannot finish meanwhile, so one that is not ready is
-  /// tracked with the job instead, which queues it and waits for it), then, if `inFlight`, end
-  /// the in-flight start, then release the group's keep-alive hold if `releasesHold`.
-  struct Launch {
-    var tasks = Tasks.none
-    var cancelled = false
-    var jobWaits = false
-    var inFlight = false
-    var context: JobContext
-    var releasesHold = false
-  }
-
   let mode: Mode
   var phase = Phase.waiting
   var context = JobContext()
   var stopsOnFailure = false
   var hold = Hold()
   /// Added and not started, oldest first. Not tracked with the job.
-  var pending = PendingTasks()
+  var pending = Line<Operation>()
   /// Sequential only: the started task that has not been routed yet.
   var current: Operation?
   /// Every added task not routed or dropped yet, so adding one twice is caught.
@@ -93,6 +79,9 @@ struct GroupState {
   /// Starts from outside the job's callbacks whose task is not tracked yet (each holds the job).
   var inFlight = 0
   var keepAlive = KeepAlive.none
+  /// Waiting tasks the job's suspension suspended (`suspendWaiting()`), until a resume
+  /// (`resumeWaiting()`), their start or a stop takes them.
+  var suspendedWaiting: [OperationKey: ConcurrentOperation] = [:]
   /// `nil` for a group without a source.
   var source: SourceSlots?
   /// Whether a task that cancelled itself cancels the group (`GroupJob.propagatesTaskCancellation`).
@@ -126,8 +115,14 @@ struct GroupState {
     }
   }
 
-  private func launch(_ tasks: Tasks = .none, cancelled: Bool = false) -> Launch {
-    Launch(tasks: tasks, cancelled: cancelled, context: context)
+  /// A launch of `tasks`. Tasks leaving `pending` that the suspension had suspended leave
+  /// `suspendedWaiting` with it (a look-up only while some are).
+  private mutating func launch(_ tasks: Tasks = .none, cancelled: Bool = false) -> Launch {
+    var result = Launch(tasks: tasks, cancelled: cancelled, context: context)
+    if !suspendedWaiting.isEmpty {
+      result.suspendedWhileWaiting = takeSuspendedWaiting(tasks)
+    }
+    return result
   }
 
   // MARK: Adding

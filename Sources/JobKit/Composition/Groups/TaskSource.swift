@@ -4,8 +4,7 @@ import Foundation
 /// ``SequentialGroup/init(taking:taskQueue:)``): a closure around the sequence's iterator, called
 /// only by the group's job callbacks, never under a lock. (The public initializers are inlinable
 /// and make the closure in the caller's module, so the iterator's `next()` is specialized for
-/// the caller's sequence instead of running as unspecialized generic code: about 2,700
-/// instructions per task less for a lazy map.)
+/// the caller's sequence instead of running as unspecialized generic code.)
 ///
 /// The iterator is dropped once it returned `nil` or the group finished, so the sequence (and
 /// whatever it holds) is released then; the tasks it would still have made are never made.

@@ -1,6 +1,6 @@
 import Foundation
 
-/// The cancellation handler (issue 20): called once for a pipeline that ends cancelled.
+/// The cancellation handler: called once for a pipeline that ends cancelled.
 extension Pipeline {
   /// Sets the handler called, once, if the pipeline ends cancelled (replacing an earlier
   /// handler), and returns this pipeline: CompositeOperations' and BlockSequence's cancellation

@@ -1,4 +1,4 @@
-/// Between two steps (issue 20): a cancel stops the pipeline, a suspension pauses it.
+/// Between two steps: a cancel stops the pipeline, a suspension pauses it.
 extension Pipeline: PipelineCheckpoint {
   /// Reads the cancel recorded by ``ConcurrentOperation`` (which `cancel()` records before it
   /// returns): a `cancel()` that returned before a step's checkpoint keeps that step from

@@ -19,11 +19,9 @@ extension ConcurrentOperation {
   /// operation runs on another. libdispatch on Linux runs about one worker per core at once and
   /// adds one only about once a second while its workers are blocked (idle extra workers exit
   /// after a few seconds), so nesting `runAndWait()` deeper than the number of cores stalls about
-  /// one second per extra level while the pool is cold. Measured on 2 cores
-  /// (`jobkit-bench --child nest-wait 6`): six nested levels took 4.0 s, as plain
-  /// `BlockOperation`s with `waitUntilFinished()` do; right after, with the pool grown, 1 ms.
-  /// In a task body, prefer a `BlockTask(async:)` that awaits `run()`: it blocks no thread (six
-  /// levels: 0.02 s, `nest-run`). It never returns if the
+  /// one second per extra level while the pool is cold, as plain `BlockOperation`s with
+  /// `waitUntilFinished()` do (README, "Performance", has the figures). In a task body, prefer
+  /// a `BlockTask(async:)` that awaits `run()`: it blocks no thread. It never returns if the
   /// blocked thread is one the operation needs: a serial queue's only thread when the operation
   /// or its tasks run on that queue, or a job's `main()` or callback waiting for that job or one
   /// of its tasks (the job routes on the thread of its callbacks). In async code it is

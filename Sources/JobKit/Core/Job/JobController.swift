@@ -186,10 +186,9 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// own before the job can finish overrides it and calls `super`; never with a lock held.
   func failureRequested(_ error: any Error) {
     stop(.failed(error))
-    // A start that waited for a resume runs now: stopped, the job finishes without `main()`.
-    if isSuspended {
-      applyResume()
-    }
+    // As a cancel does: a start that waited for a resume runs now (stopped, the job finishes
+    // without `main()`), and a later `suspend()` is a no-op.
+    applyResume(forStop: true)
   }
 
   // MARK: - Callbacks (override points)
@@ -265,4 +264,10 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// it, with no lock held; `cancelled` if a cancel stopped the job. A hook for the floors above
   /// (a group's cancellation handler); does nothing by default.
   func jobWillFinish(cancelled: Bool) {}
+
+  /// The children a subclass keeps without tracking them yet (a group's tasks waiting for their
+  /// turn), to be suspended (`suspending`) or resumed with the tracked ones (for a resume: those
+  /// the suspension suspended). Called with no lock held, by the one thread telling the
+  /// children (`JobState.nextChildDelivery()`). None by default.
+  func untrackedChildren(suspending: Bool) -> [ConcurrentOperation] { [] }
 }

@@ -32,15 +32,14 @@ struct Outbox<Route, Event> {
   }
 
   private(set) var drainer = Drainer.idle
-  /// Finished tasks waiting to be routed, in the order they finished, from `routeHead` on.
-  private var routes: [Route?] = []
-  private var routeHead = 0
+  /// Finished tasks waiting to be routed, in the order they finished.
+  private var routes = Line<Route>()
   private var events: [Event] = []
   /// The progress counts changed since they were last taken.
   private(set) var progressChanged = false
 
-  var hasRoutes: Bool { routeHead < routes.count }
-  var routeCount: Int { routes.count - routeHead }
+  var hasRoutes: Bool { !routes.isEmpty }
+  var routeCount: Int { routes.count }
   var hasEvents: Bool { !events.isEmpty }
 
   // MARK: Appending (under the job's lock)
@@ -59,8 +58,7 @@ struct Outbox<Route, Event> {
 
   /// Drops everything waiting (the job is freed abandoned, or its state reset).
   mutating func removeAllRoutes() {
-    routes = []
-    routeHead = 0
+    routes.removeAll()
   }
 
   // MARK: Draining
@@ -110,18 +108,8 @@ struct Outbox<Route, Event> {
 
   /// The oldest waiting route, if `allowed` and there is one.
   mutating func takeRoute(if allowed: Bool) -> Route? {
-    guard allowed, hasRoutes else { return nil }
-    // Moved out (the slot keeps `nil`), so compacting releases nothing.
-    let route = routes[routeHead].take()
-    routeHead += 1
-    if routeHead == routes.count {
-      routes.removeAll(keepingCapacity: true)
-      routeHead = 0
-    } else if routeHead > 1024, routeHead * 2 > routes.count {
-      routes.removeFirst(routeHead)
-      routeHead = 0
-    }
-    return route
+    guard allowed else { return nil }
+    return routes.popFirst()
   }
 
   /// Events and progress only (for a nested drain, or a drainer that may not route now).

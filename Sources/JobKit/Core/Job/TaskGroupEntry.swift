@@ -15,14 +15,12 @@ final class TaskGroupEntry: @unchecked Sendable {
   @exclusivity(unchecked) var limit: Int?
   /// How many of the group's tasks hold a slot.
   @exclusivity(unchecked) var running = 0
-  /// Tasks waiting for a slot, in tracking order, from `waitingHead` on. An admitted task's
-  /// entry is moved out (it keeps `nil`), so that the line never holds a node after its
-  /// admission: a node routed since would otherwise be released when the line compacts, under
-  /// the job's lock, with the user's completion closure.
-  private var waiting: [TrackedTask?] = []
-  private var waitingHead = 0
+  /// Tasks waiting for a slot, in tracking order. The line never holds a node after its
+  /// admission (see `Line`): a node routed since would otherwise be released when the line
+  /// compacts, under the job's lock, with the user's completion closure.
+  private var waiting = Line<TrackedTask>()
 
-  var waitingCount: Int { waiting.count - waitingHead }
+  var waitingCount: Int { waiting.count }
 
   /// Sets the group's handler. Returns the one it replaces, for the caller to release after the
   /// lock (it may hold the last reference to a user's object).
@@ -42,10 +40,8 @@ final class TaskGroupEntry: @unchecked Sendable {
   /// while it waited (someone else queued it). The caller still holds the node, so nothing is
   /// released here. Linear in the line's length; only in that misuse.
   func leaveLine(_ node: TrackedTask) {
-    guard let index = waiting[waitingHead...].firstIndex(where: { $0 === node }) else { return }
     // Removed while the caller holds `node`: this releases nothing.
-    waiting.remove(at: index)
-    compactWaiting()
+    waiting.removeFirst { $0 === node }
   }
 
   /// Gives `node` (unfinished, not in line) a free slot: it counts as one of the group's
@@ -59,31 +55,16 @@ final class TaskGroupEntry: @unchecked Sendable {
   /// Gives free slots to waiting tasks, in order. Returns the admitted ones, with their queues.
   func admitWaiting() -> [(node: TrackedTask, queue: OperationQueue)] {
     var admitted: [(node: TrackedTask, queue: OperationQueue)] = []
-    while let limit, running < limit, waitingHead < waiting.count {
-      // Every entry from `waitingHead` on waits: a task that stops waiting otherwise leaves the
-      // line (`leaveLine`). The admitted one is moved out of the line.
-      let entry = waitingHead
-      waitingHead += 1
-      guard let node = waiting[entry], let queue = node.state.admitFromLine() else {
+    // Every task in the line waits: a task that stops waiting otherwise leaves it (`leaveLine`).
+    while let limit, running < limit, let node = waiting.popFirst() {
+      guard let queue = node.state.admitFromLine() else {
         assertionFailure("a task in its group's line no longer waits for a slot")
         continue
       }
-      waiting[entry] = nil
       running += 1
       admitted.append((node, queue))
     }
-    compactWaiting()
     return admitted
-  }
-
-  private func compactWaiting() {
-    if waitingHead == waiting.count {
-      waiting.removeAll(keepingCapacity: true)
-      waitingHead = 0
-    } else if waitingHead > 1024, waitingHead * 2 > waiting.count {
-      waiting.removeFirst(waitingHead)
-      waitingHead = 0
-    }
   }
 
   init(type: Operation.Type) {

@@ -24,8 +24,8 @@ class TrackedTask: OperationFinishObserver, OperationStartObserver, @unchecked S
   unowned(unsafe) let operation: Operation
   /// Where the task is in the job: unfinished (with its slot and timeout), waiting for a
   /// retry, finished, removed. Only touched under the job's lock (or by its drainer once the
-  /// task finished), so the runtime's exclusivity check is redundant (three per task, ~250
-  /// instructions, on the finished-task path).
+  /// task finished), so the runtime's exclusivity check is redundant (three per task on the
+  /// finished-task path).
   @exclusivity(unchecked) var state = TaskState.tracked
   /// Links of the job's list of unfinished tasks (see `TaskRegistry`), guarded by its lock. The
   /// list holds the nodes through `next`. Exclusivity unchecked: only touched under the lock.

@@ -12,8 +12,7 @@ import Foundation
 ///
 /// Once an operation may be finishing, its `completionBlock` is written only by the wrapper
 /// Foundation runs: corelibs reads the block of a finishing operation with no lock, so a write
-/// racing that read could tear it or free the block it retains (the core model's long mode
-/// crashed in `swift_retain` under `Operation.observeValue` so, issue 19).
+/// racing that read could tear it or free the block it retains (`CompletionBlockHookRaceTests`).
 ///
 /// Locks: registering takes one stripe lock (the registry is striped by operation address);
 /// the finish takes none unless another job joined (rare): the hook's ``Phase`` is one atomic

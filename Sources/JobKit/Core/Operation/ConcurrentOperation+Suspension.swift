@@ -14,10 +14,12 @@ extension ConcurrentOperation {
   }
 
   /// What `resume()` does: clears the flag and tells the subclass hook, then runs a start that
-  /// waited for the resume. Also used by a job that stops while suspended, so a start that
-  /// waited does not wait for a resume that may never come.
-  func applyResume() {
-    guard case .resumed(let change, let runsStart, let observers, let waiters) = state.withLock({ $0.resume() }) else {
+  /// waited for the resume. With `forStop`, for a job that stops without a cancel (`fail(_:)`):
+  /// the suspension also ends for good (a later `suspend()` is a no-op), so a start that waited
+  /// does not wait for a resume that may never come.
+  func applyResume(forStop: Bool = false) {
+    let action = state.withLock { forStop ? $0.endSuspensionForStop() : $0.resume() }
+    guard case .resumed(let change, let runsStart, let observers, let waiters) = action else {
       return
     }
     suspensionChanged(to: change.isSuspended, generation: change.generation)

@@ -133,8 +133,9 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
   /// or read ``isSuspended``). A ``JobController`` also holds back the tasks it would queue and
   /// suspends its tracked child operations (see <doc:PoliciesAndObservation>).
   ///
-  /// Safe from any thread; idempotent. Does nothing on a finished or cancelled operation. A
-  /// `cancel()` ends the suspension: a deferred operation then finishes at once, cancelled.
+  /// Safe from any thread; idempotent. Does nothing on a finished or cancelled operation, nor on
+  /// a job that ``JobController/fail(_:)`` stopped. A `cancel()` (or a job's `fail(_:)`) ends
+  /// the suspension: a deferred operation then finishes at once, without running its work.
   /// Overrides must call `super`.
   open func suspend() {
     applySuspend()

@@ -2,8 +2,8 @@ import Foundation
 
 /// An operation's identity as a key of JobKit's private tables (the completion-block hooks, a
 /// group's members), hashed by one multiplication and a fold of its high half. The tables are internal and their keys are
-/// heap addresses, so SipHash's protection against chosen keys buys nothing there and costs
-/// about 700 instructions per insertion and removal.
+/// heap addresses, so SipHash's protection against chosen keys buys nothing there, and its
+/// cost per insertion and removal is a large share of a task's.
 ///
 /// A key says nothing about whether its operation is alive; a table must drop it before the
 /// operation can be freed (its address could be reused), or tell a stale entry from a live one

@@ -9,6 +9,9 @@ struct OperationSuspension {
   /// Waiters whose Swift task was cancelled before they were registered.
   var cancelledWaiters: Set<UInt64> = []
   var lastWaiterID: UInt64 = 0
+  /// A stop without a cancel (a job's `fail(_:)`) ended the suspension for good: like a cancel,
+  /// it makes a later `suspend()` a no-op.
+  var isRefused = false
 }
 
 /// Suspension: a suspended operation that its queue starts waits (`Phase.deferred`, executing)
@@ -22,9 +25,9 @@ extension OperationState {
   }
 
   /// `suspend()`. Returns the change, or `nil` when nothing changed: already suspended, finished,
-  /// or cancelled (a cancelled operation cannot be suspended).
+  /// cancelled or stopped (a cancelled or stopped operation cannot be suspended).
   mutating func suspend() -> SuspensionChange? {
-    guard !suspension.isSuspended, phase != .finished, !isCancelRecorded else { return nil }
+    guard !suspension.isSuspended, !suspension.isRefused, phase != .finished, !isCancelRecorded else { return nil }
     suspension.isSuspended = true
     suspension.generation += 1
     return SuspensionChange(isSuspended: true, generation: suspension.generation)
@@ -52,6 +55,15 @@ extension OperationState {
     phase = .starting(cancelPending: false)
     let observers = exchange(&startObservers, with: [])
     return .resumed(change, runsStart: true, observers: observers, waiters: waiters)
+  }
+
+  /// The operation's owner stopped it without a cancel (a job's `fail(_:)`): as `cancel()` does,
+  /// this ends a suspension and makes every later `suspend()` a no-op, in one transition, so a
+  /// suspend racing the stop either comes first (and this resumes it) or changes nothing. A
+  /// start that waited runs (the stopped job then finishes without `main()`): `resume()`'s action.
+  mutating func endSuspensionForStop() -> ResumeAction {
+    suspension.isRefused = true
+    return resume()
   }
 
   /// A new id for `addWaiter`.

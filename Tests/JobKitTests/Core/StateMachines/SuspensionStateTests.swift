@@ -81,6 +81,33 @@ struct SuspensionStateTests {
     #expect(state.suspend() == nil && !state.suspension.isSuspended)
   }
 
+  /// A stop without a cancel (a job's `fail(_:)`) ends a suspension as a cancel does: a later
+  /// `suspend()` changes nothing, and a start that waited runs (the job then finds itself stopped).
+  @Test func aStopEndsTheSuspensionAndALaterSuspendIsANoOp() {
+    var state = OperationState()
+    _ = state.suspend()
+    guard case .deferred = state.start(isCancelled: false) else {
+      Issue.record("a suspended start did not wait")
+      return
+    }
+    guard case .resumed(let change, runsStart: true, _, _) = state.endSuspensionForStop() else {
+      Issue.record("a stop left the deferred start waiting")
+      return
+    }
+    #expect(change == .init(isSuspended: false, generation: 2))
+    #expect(state.suspend() == nil && !state.suspension.isSuspended)
+    var idle = OperationState()
+    guard case .none = idle.endSuspensionForStop() else {
+      Issue.record("a stop of an operation that was not suspended changed something")
+      return
+    }
+    #expect(idle.suspend() == nil)
+    guard case .run = idle.start(isCancelled: false) else {
+      Issue.record("a stopped operation's start waited for a resume")
+      return
+    }
+  }
+
   @Test func aCancelledStartIsNotDeferredBySuspension() {
     var state = OperationState()
     _ = state.suspend()

@@ -3,14 +3,14 @@ import Testing
 
 @testable import JobKit
 
-/// `PendingTasks` on its own, no threads: order, compaction, and that a taken task is let go.
-@Suite("PendingTasks")
-struct PendingTasksTests {
+/// `Line` on its own, no threads: order, compaction, removal, and that a taken element is let go.
+@Suite("Line")
+struct LineTests {
   @Test func tasksComeOutOldestFirstAcrossCompactions() {
-    var pending = PendingTasks()
-    let tasks = (0..<300).map { _ in BlockOperation() }
+    var pending = Line<Operation>()
+    let tasks = (0..<6000).map { _ in BlockOperation() }
     var taken: [Operation] = []
-    // Interleave adding and taking so the line compacts (after 64 taken) while it still holds some.
+    // Interleave adding and taking so the line compacts (after 1024 taken) while it still holds some.
     for (index, task) in tasks.enumerated() {
       pending.append(task)
       if index % 3 == 2, let first = pending.popFirst() {
@@ -26,7 +26,7 @@ struct PendingTasksTests {
   }
 
   @Test func removeAllReturnsWhatIsLeftInOrder() {
-    var pending = PendingTasks()
+    var pending = Line<Operation>()
     let tasks = (0..<100).map { _ in BlockOperation() }
     for task in tasks {
       pending.append(task)
@@ -43,7 +43,7 @@ struct PendingTasksTests {
 
   /// A sequential group's finished task must not live on in the line it waited in.
   @Test func aTakenTaskIsNotKeptAlive() {
-    var pending = PendingTasks()
+    var pending = Line<Operation>()
     weak var first: BlockOperation?
     do {
       let task = BlockOperation()
@@ -56,5 +56,16 @@ struct PendingTasksTests {
     _ = pending.popFirst()
     #expect(first == nil)
     #expect(!pending.isEmpty)
+  }
+
+  /// A task that leaves the line early (it finished while it waited) keeps the others' order.
+  @Test func removingOneKeepsTheOthersInOrder() {
+    var line = Line<Operation>()
+    let tasks = (0..<5).map { _ in BlockOperation() }
+    for task in tasks { line.append(task) }
+    _ = line.popFirst()
+    line.removeFirst { $0 === tasks[2] }
+    #expect(!line.contains(tasks[2]) && line.contains(tasks[3]) && line.count == 3)
+    #expect(zip(line.all, [tasks[1], tasks[3], tasks[4]]).allSatisfy { $0 === $1 })
   }
 }
