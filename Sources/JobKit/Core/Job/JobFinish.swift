@@ -10,14 +10,18 @@ final class JobFinish {
   let cancelled: Bool
   let graceTimer: (any JobTimer)?
   let droppedGroups: [TaskGroupEntry]
+  /// Groups given a limit (`setMaxConcurrentTasks`) that never tracked a task: reported as
+  /// ``JobKitError/Code/limitNeverUsed`` before the job finishes.
+  let unusedLimits: [Operation.Type]
 
   init(
     error: (any Error)?, cancelled: Bool = false, graceTimer: (any JobTimer)? = nil,
-    droppedGroups: [TaskGroupEntry] = []
+    droppedGroups: [TaskGroupEntry] = [], unusedLimits: [Operation.Type] = []
   ) {
     self.error = error
     self.cancelled = cancelled
     self.graceTimer = graceTimer
     self.droppedGroups = droppedGroups
+    self.unusedLimits = unusedLimits
   }
 }
