@@ -6,22 +6,18 @@ import Testing
 // the JobKit version and the `withTaskGroup` version, as printed there, then a test that checks
 // both against the graph. Keep them in step with the article.
 
-// MARK: The JobKit version (article, 35 lines)
+// MARK: The JobKit version (article)
 
 final class Build: Work<Void>, @unchecked Sendable {}  // a group of its own, for the limit
 
 final class BuildGraph: JobController, @unchecked Sendable {
-  // @unchecked Sendable: the vars are only touched by main() and the callbacks (one at a time).
-  let roots: [String]
-  let scan: @Sendable (String) -> [String]
-  let compile: @Sendable (String) throws -> Void
+  // @unchecked Sendable: configured before the start; then only main() and the callbacks (one at
+  // a time) touch the vars.
+  var roots: [String] = []
+  var scan: @Sendable (String) -> [String] = { _ in [] }
+  var compile: @Sendable (String) throws -> Void = { _ in }
   private var builds: [String: Build] = [:]
   private(set) var built: [String] = [], failed: [String] = [], skipped: [String] = []
-
-  init(roots: [String], scan: @escaping @Sendable (String) -> [String], compile: @escaping @Sendable (String) throws -> Void) {
-    (self.roots, self.scan, self.compile) = (roots, scan, compile)
-    super.init()
-  }
 
   override func main() {
     setMaxConcurrentTasks(3, forGroup: Build.self)
@@ -58,7 +54,9 @@ func buildWithTaskGroup(
     case scanned(String, [String])
     case compiled(String, succeeded: Bool)
   }
-  var built: [String] = [], failed: [String] = [], skipped: [String] = []
+  var built: [String] = []
+  var failed: [String] = []
+  var skipped: [String] = []
   var dependencies: [String: [String]] = [:]  // scanned, not built, failed or skipped yet
   var succeeded: [String: Bool] = [:]  // built: true; failed or skipped: false
   var ready: [String] = []
@@ -190,7 +188,9 @@ struct BuildGraphTests {
     #expect(!expectedSkipped.isEmpty)
     let recorder = Recorder()
     let scan: @Sendable (String) -> [String] = { graph[$0] ?? [] }
-    let job = BuildGraph(roots: ["t0"], scan: scan) { try recorder.compile($0, failing: failing) }
+    let job = BuildGraph()
+    (job.roots, job.scan) = (["t0"], scan)
+    job.compile = { try recorder.compile($0, failing: failing) }
     try await job.run()
 
     #expect(job.failed == [failing])
@@ -201,10 +201,13 @@ struct BuildGraphTests {
     #expect(peak <= 3)
     // Build order: a target starts only after each of its dependencies ended.
     var position: [String: Int] = [:]
-    for (index, entry) in log.enumerated() { position[entry.split(separator: " ").prefix(2).joined(separator: " ")] = index }
+    for (index, entry) in log.enumerated() {
+      position[entry.split(separator: " ").prefix(2).joined(separator: " ")] = index
+    }
     for target in expectedBuilt.union([failing]) {
       for dependency in graph[target] ?? [] {
-        #expect(position["end \(dependency)"]! < position["start \(target)"]!, "\(target) started before \(dependency) ended")
+        #expect(
+          position["end \(dependency)"]! < position["start \(target)"]!, "\(target) started before \(dependency) ended")
       }
     }
     for target in expectedSkipped {

@@ -87,7 +87,8 @@ extension JobController {
       for group in finish.unusedLimits {
         reportMisuse(
           .limitNeverUsed,
-          "setMaxConcurrentTasks(_:forGroup: \(group).self) set a limit, but the job tracked no task of exactly that type")
+          "setMaxConcurrentTasks(_:forGroup: \(group).self) set a limit, but the job tracked no task of exactly that type"
+        )
       }
       jobWillFinish(cancelled: finish.cancelled)
       operationDone(error: finish.error)

@@ -10,18 +10,21 @@ final class JobFinish {
   let cancelled: Bool
   let graceTimer: (any JobTimer)?
   let droppedGroups: [TaskGroupEntry]
-  /// Groups given a limit (`setMaxConcurrentTasks`) that never tracked a task: reported as
-  /// ``JobKitError/Code/limitNeverUsed`` before the job finishes.
-  let unusedLimits: [Operation.Type]
 
   init(
     error: (any Error)?, cancelled: Bool = false, graceTimer: (any JobTimer)? = nil,
-    droppedGroups: [TaskGroupEntry] = [], unusedLimits: [Operation.Type] = []
+    droppedGroups: [TaskGroupEntry] = []
   ) {
     self.error = error
     self.cancelled = cancelled
     self.graceTimer = graceTimer
     self.droppedGroups = droppedGroups
-    self.unusedLimits = unusedLimits
+  }
+
+  /// Groups given a limit (`setMaxConcurrentTasks`) that never tracked a task: reported as
+  /// ``JobKitError/Code/limitNeverUsed`` before the job finishes. Read after the lock: the
+  /// dropped groups are no longer reachable from the job's state, so nothing changes them.
+  var unusedLimits: [Operation.Type] {
+    droppedGroups.filter { $0.limit != nil && !$0.hasTracked }.map(\.type)
   }
 }

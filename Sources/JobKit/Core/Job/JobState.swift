@@ -3,8 +3,9 @@ import Foundation
 /// The state of one ``JobController``, composed of one value per concern: the ``JobPhase``
 /// (lifecycle, stop reason), the ``TaskRegistry`` (tracked and per-type tasks), the ``Outbox``
 /// (what waits to be done after the lock: routing, events, progress, and its one drainer),
-/// failures, event listeners and ``ProgressState``. Limits and timers live in
-/// `JobState+Limits.swift` and `JobState+Timers.swift`, draining in `Outbox.swift`.
+/// failures, event listeners and ``ProgressState``. Limits, timers and dependencies live in
+/// `JobState+Limits.swift`, `JobState+Timers.swift` and `JobState+Dependencies.swift`, draining
+/// in `Outbox.swift`.
 ///
 /// Changed only by the transitions below, under the job's lock; each returns what the caller
 /// must do after releasing it. No transition calls user code, an overridable member of a user
@@ -144,9 +145,7 @@ struct JobState {
   private mutating func forget(_ node: TrackedTask) {
     guard node.state.isRegistered else { return }
     registry.remove(node)
-    if dependencies.isActive, let task = node.task {
-      dependencies.forgot(node, as: ObjectIdentifier(task))
-    }
+    forgetForDependencies(node)
     if let task = node.task {
       progressChanged(progress.forgot(task))
     }
@@ -297,12 +296,7 @@ struct JobState {
     if !phase.isStopping, let group = registry.nextDeferredGroup() {
       return .group(groupCallback(for: group))
     }
-    guard registry.isEmpty, holds == 0 else {
-      if isStalled {
-        dependencies.stall()
-      }
-      return .none
-    }
+    guard registry.isEmpty, holds == 0 else { return stallIfNothingCanProgress() }
     switch phase.stop {
     case nil:
       emit(.allTasksFinished)
@@ -339,15 +333,12 @@ struct JobState {
     if case .cancelled? = phase.stop { cancelled = true }
     phase.finish()
     let droppedGroups = registry.dropGroups()
-    let unusedLimits = droppedGroups.lazy.filter { $0.limit != nil && !$0.hasTracked }.map(\.type)
     emit(.finished(error: error))
     listeners.close()
     progressChanged(progress.finish())
     let graceTimer = graceTimer
     self.graceTimer = nil
-    return JobFinish(
-      error: error, cancelled: cancelled, graceTimer: graceTimer, droppedGroups: droppedGroups,
-      unusedLimits: Array(unusedLimits))
+    return JobFinish(error: error, cancelled: cancelled, graceTimer: graceTimer, droppedGroups: droppedGroups)
   }
 
   // MARK: Holds

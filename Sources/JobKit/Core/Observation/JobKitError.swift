@@ -55,8 +55,8 @@ public struct JobKitError: Error, Hashable, Sendable, CustomStringConvertible {
     /// `JobController.cancellationGracePeriod`). The message names those tasks; the job keeps
     /// waiting for them.
     public static let unfinishedAfterCancel = Code(name: "unfinishedAfterCancel")
-    /// Not a misuse: the error a task tracked with dependencies (for example with
-    /// `JobController.trackAndQueue(resultOf:after:completion:)`) gets when it is skipped
+    /// Not a misuse: the result a task tracked for its result with dependencies
+    /// (`JobController.trackAndQueue(resultOf:after:completion:)`) gets when it is skipped
     /// because a dependency failed or was cancelled (or was given up on, see
     /// ``dependencyNeverTracked``). The task never ran; it finished cancelled. The message names
     /// the dependency (its `name`, or its type).
@@ -66,8 +66,9 @@ public struct JobKitError: Error, Hashable, Sendable, CustomStringConvertible {
     /// task as if that dependency had failed (``dependencyFailed``). Reported on the job, once
     /// per skipped task, naming the dependencies.
     public static let dependencyNeverTracked = Code(name: "dependencyNeverTracked")
-    /// `setMaxConcurrentTasks(_:forGroup:)` set a limit for a group (an exact type, such as
-    /// `Work<Listing>`) of which the job tracked no task: the limit never applied. Reported on
+    /// `setMaxConcurrentTasks(_:forGroup:)` set a limit for a group (an exact type: a generic
+    /// class specialised for another type is another group) of which the job tracked no task:
+    /// the limit never applied. Reported on
     /// the job when it finishes, once per such group.
     public static let limitNeverUsed = Code(name: "limitNeverUsed")
     /// The code's name, for example `taskAlreadyTracked`.

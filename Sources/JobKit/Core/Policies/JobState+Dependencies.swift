@@ -26,7 +26,8 @@ extension JobState {
   /// names dependencies, so they are from now on).
   mutating func indexForDependencies(_ node: TrackedTask, _ task: Operation, activating: Bool) {
     if activating, !dependencies.isActive {
-      dependencies.activate(unrouted: registry.nodes.lazy.compactMap { node in node.task.map { (ObjectIdentifier($0), node) } })
+      dependencies.activate(
+        unrouted: registry.nodes.lazy.compactMap { node in node.task.map { (ObjectIdentifier($0), node) } })
     }
     dependencies.tracked(node, as: ObjectIdentifier(task))
   }
@@ -40,6 +41,22 @@ extension JobState {
   ) -> DependencyRelease? {
     guard node.state.isUnfinished else { return DependencyRelease(node: node, payload: wait, reason: .dropped) }
     return dependencies.wait(node, for: named, payload: wait)
+  }
+
+  /// `node` is dropped without being routed (a duplicate, a replaced attempt): it is no longer
+  /// indexed, nor waits.
+  mutating func forgetForDependencies(_ node: TrackedTask) {
+    guard dependencies.isActive, let task = node.task else { return }
+    dependencies.forgot(node, as: ObjectIdentifier(task))
+  }
+
+  /// The job has nothing else to do (`nextStep`, with tasks still tracked): if they all wait for
+  /// dependencies, gives up on them (they are released as stalled, for the drainer to skip).
+  mutating func stallIfNothingCanProgress() -> Step {
+    if isStalled {
+      dependencies.stall()
+    }
+    return .none
   }
 
   /// Nothing can make progress while tasks still wait for dependencies: `main()` returned, no

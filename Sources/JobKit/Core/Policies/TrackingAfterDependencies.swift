@@ -13,9 +13,9 @@ extension JobController {
   ///
   /// - If a dependency failed (a ``ConcurrentOperation`` error, a timeout) or was cancelled,
   ///   `task` never runs: it is cancelled and queued, so it finishes at once, and is routed like
-  ///   any cancelled task (`completion` gets it, `isCancelled`). A ``Work`` gets
-  ///   `.failure(JobKitError)` with the code ``JobKitError/Code/dependencyFailed`` naming the
-  ///   dependency. Its own dependants are skipped in turn. The failed dependency itself counts
+  ///   any cancelled task (`completion` gets it, `isCancelled`). A task tracked for its result
+  ///   (`trackAndQueue(resultOf:after:completion:)`) gets `.failure(JobKitError)` with the code
+  ///   ``JobKitError/Code/dependencyFailed`` naming the dependency (its `name`, or its type). Its own dependants are skipped in turn. The failed dependency itself counts
   ///   for the ``failurePolicy`` like any failure; a skipped task does not.
   /// - If nothing can make progress while tasks still wait (`main()` returned, and every task
   ///   the job has not routed waits for a dependency: one it never tracked, or a cycle), those
@@ -87,7 +87,8 @@ extension JobController {
         if let failed = wait.dependencies.first(where: Self.hasFailed) {
           skip = JobKitError(
             .dependencyFailed,
-            message: "\(Self.label(of: task)) was skipped: its dependency \(Self.label(of: failed)) failed or was cancelled")
+            message:
+              "\(Self.label(of: task)) was skipped: its dependency \(Self.label(of: failed)) failed or was cancelled")
         }
       case .stalled(let keys):
         let missing = wait.dependencies.filter { keys.contains(ObjectIdentifier($0)) }
