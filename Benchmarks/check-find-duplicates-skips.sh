@@ -96,8 +96,8 @@ before=$failures
 for root in "" "no such dir"; do
   message=$({ "$tool" "$root" 2>&1 >/dev/null || true; } | head -1)
   status=$("$tool" "$root" >/dev/null 2>&1 || echo $?)
-  expected="find-duplicates: '$root': no such file or directory"
+  expected="find-duplicates: '$root': No such file or directory"
   [[ "$message" == "$expected" && $status -eq 2 ]] || fail "root '$root': '$message' (exit $status), expected '$expected' (exit 2)"
 done
-[[ $failures -gt $before ]] || echo "missing roots: named, also the empty one (find-duplicates: '': no such file or directory)"
+[[ $failures -gt $before ]] || echo "missing roots: named, also the empty one (find-duplicates: '': No such file or directory)"
 [[ $failures -eq 0 ]]

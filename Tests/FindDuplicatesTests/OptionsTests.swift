@@ -55,10 +55,10 @@ import Testing
 
 @Suite struct RootArgumentTests {
   @Test func aMissingRootIsNamedQuoted() {
-    #expect(Options.problem(withRoot: []) == UsageError("'': no such file or directory"))
+    #expect(Options.problem(withRoot: []) == UsageError("'': No such file or directory"))
     #expect(
-      Options.problem(withRoot: Array("/no/such/dir".utf8)) == UsageError("'/no/such/dir': no such file or directory"))
-    #expect(Options.problem(withRoot: [0x2F, 0x6E, 0xFF]) == UsageError("'/n\\xff': no such file or directory"))
+      Options.problem(withRoot: Array("/no/such/dir".utf8)) == UsageError("'/no/such/dir': No such file or directory"))
+    #expect(Options.problem(withRoot: [0x2F, 0x6E, 0xFF]) == UsageError("'/n\\xff': No such file or directory"))
   }
 
   @Test func directoriesAndFilesAreRootsOthersAreNot() {

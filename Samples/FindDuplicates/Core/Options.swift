@@ -149,9 +149,9 @@ public struct Options: Sendable, Equatable {
 
 extension Options {
   /// Why `root`, a DIR argument, cannot be searched, or `nil` if it can (`stat` follows symbolic
-  /// links): `'NAME': no such file or directory` (the system's message, lower-case), or
-  /// `'NAME': not a directory or regular file`. The name is quoted, so that an empty argument
-  /// reads `'': no such file or directory`, and escaped as in the text output.
+  /// links): `'NAME': No such file or directory` (the system's message, `strerror`, as in every
+  /// other message), or `'NAME': not a directory or regular file`. The name is quoted, so that an
+  /// empty argument reads `'': No such file or directory`, and escaped as in the text output.
   public static func problem(withRoot root: [UInt8]) -> UsageError? {
     var status = stat()
     let found = (root + [0]).withUnsafeBufferPointer { path in
@@ -159,8 +159,7 @@ extension Options {
     }
     let name = "'\(PathEscaping.escapedForTerminal(root))'"
     guard found else {
-      let reason = String(cString: strerror(errno))
-      return UsageError("\(name): \(reason.prefix(1).lowercased() + reason.dropFirst())")
+      return UsageError("\(name): \(String(cString: strerror(errno)))")
     }
     let type = status.st_mode & S_IFMT
     guard type == S_IFDIR || type == S_IFREG else {

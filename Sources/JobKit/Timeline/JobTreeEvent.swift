@@ -27,8 +27,9 @@ extension JobController {
   /// it.
   ///
   /// Each job's events come in their order; events of different jobs interleave as they are
-  /// delivered. The sequence ends once every job in it finished. As with ``events``, subscribe
-  /// before starting the job, and a job nobody listens to pays nothing.
+  /// delivered. The sequence ends once every job in it finished. As with ``events``, each access
+  /// is a sequence of its own that gets every event (one sequence shared by several consumers
+  /// splits them), subscribe before starting the job, and a job nobody listens to pays nothing.
   public var treeEvents: AsyncStream<JobTreeEvent> {
     let (stream, continuation) = AsyncStream.makeStream(of: JobTreeEvent.self)
     let tree = JobEventTree(continuation)

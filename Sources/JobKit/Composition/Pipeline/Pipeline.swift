@@ -203,8 +203,11 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
   ///
   /// The handler runs in the pipeline's Swift task right after the failing step (on the step
   /// queue if you chose one), before the pipeline finishes; it is not called on success or after
-  /// a cancel. On a started pipeline, returns a new pipeline with this handler that runs no step
-  /// and fails with ``JobKitError/Code/modifiedAfterStart``.
+  /// a cancel. The handler does not swallow the error: the pipeline still fails with it, so
+  /// ``run()`` and ``ConcurrentOperation/waitForFinish()`` still throw it (and a job tracking the
+  /// pipeline sees the failure); it only keeps the failure from being reported as unhandled. On a
+  /// started pipeline, returns a new pipeline with this handler that runs no step and fails with
+  /// ``JobKitError/Code/modifiedAfterStart``.
   public func onError(_ handler: @escaping @Sendable (any Error) -> Void) -> Pipeline<Output> {
     setErrorHandler(PipelineHandler(queue: nil, body: handler))
   }

@@ -151,8 +151,23 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
   }
 
   override func startCancelled() {
-    workState.withLock { $0.result = .failure(CancellationError()) }
+    workState.withLock { state in
+      if state.result == nil {
+        state.result = .failure(CancellationError())
+      }
+    }
     super.startCancelled()
+  }
+
+  /// A failed dependency skips the task: its ``result`` is `.failure(error)` (a
+  /// ``JobKitError/Code/dependencyFailed``), and it is cancelled, so its body never runs.
+  override func skipForFailedDependency(_ error: JobKitError) {
+    workState.withLock { state in
+      if state.result == nil {
+        state.result = .failure(error)
+      }
+    }
+    cancel()
   }
 
   /// Records the first outcome and finishes the task; reports a later one.
@@ -201,6 +216,28 @@ extension JobController {
     completion: @escaping @Sendable (Result<Output, any Error>) -> Void
   ) {
     trackAndQueue(work) { (finished: Work<Output>) in
+      completion(finished.result ?? .failure(finished.error ?? CancellationError()))
+    }
+  }
+
+  /// Like ``trackAndQueue(resultOf:completion:)``, but `work` is queued only once every one of
+  /// `dependencies` finished and was routed by this job (see
+  /// ``JobController/trackAndQueue(_:after:completion:)``). If one of them failed or was
+  /// cancelled, `work` never runs: `completion` gets `.failure(JobKitError)` with the code
+  /// ``JobKitError/Code/dependencyFailed``, whose description names that dependency.
+  ///
+  /// ```swift
+  /// let compile = Work { try compile(target) }
+  /// trackAndQueue(resultOf: compile, after: dependencyBuilds) { result in
+  ///     if case .failure(let error as JobKitError) = result, error.code == .dependencyFailed { skipped.append(target) }
+  /// }
+  /// ```
+  public func trackAndQueue<Output>(
+    resultOf work: Work<Output>,
+    after dependencies: [Operation],
+    completion: @escaping @Sendable (Result<Output, any Error>) -> Void
+  ) {
+    trackAndQueue(work, after: dependencies) { (finished: Work<Output>) in
       completion(finished.result ?? .failure(finished.error ?? CancellationError()))
     }
   }

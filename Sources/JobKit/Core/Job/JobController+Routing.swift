@@ -59,6 +59,9 @@ extension JobController {
 
   /// Performs one batch: events, progress, then its work.
   private func perform(_ batch: JobState.Drain) -> Performed {
+    if !batch.released.isEmpty {
+      performReleases(batch.released)
+    }
     if let delivery = batch.events {
       deliver(delivery)
     }
@@ -81,6 +84,12 @@ extension JobController {
       return perform(last)
     case .step(.finish(let finish)):
       finish.graceTimer?.cancel()
+      for group in finish.unusedLimits {
+        reportMisuse(
+          .limitNeverUsed,
+          "setMaxConcurrentTasks(_:forGroup: \(group).self) set a limit, but the job tracked no task of exactly that type"
+        )
+      }
       jobWillFinish(cancelled: finish.cancelled)
       operationDone(error: finish.error)
       return .finished

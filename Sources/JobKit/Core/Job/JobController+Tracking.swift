@@ -8,11 +8,13 @@ extension JobController {
   /// node, or `nil` if it was not tracked.
   @discardableResult
   func track(
-    _ task: Operation, node: TrackedTask, queue: OperationQueue?, replacing previous: TrackedTask? = nil
+    _ task: Operation, node: TrackedTask, queue: OperationQueue?, replacing previous: TrackedTask? = nil,
+    waitsForDependencies: Bool = false
   ) -> TrackedTask? {
     let thread = currentThreadID()
     let (outcome, role) = jobState.withLock { state in
-      let outcome = state.track(task, node: node, queue: queue, replacing: previous)
+      let outcome = state.track(
+        task, node: node, queue: queue, replacing: previous, waitsForDependencies: waitsForDependencies)
       return (outcome, state.claimDrain(on: thread, inTrack: true))
     }
     var tracked: TrackedTask?

@@ -20,4 +20,11 @@ final class JobFinish {
     self.graceTimer = graceTimer
     self.droppedGroups = droppedGroups
   }
+
+  /// Groups given a limit (`setMaxConcurrentTasks`) that never tracked a task: reported as
+  /// ``JobKitError/Code/limitNeverUsed`` before the job finishes. Read after the lock: the
+  /// dropped groups are no longer reachable from the job's state, so nothing changes them.
+  var unusedLimits: [Operation.Type] {
+    droppedGroups.filter { $0.limit != nil && !$0.hasTracked }.map(\.type)
+  }
 }

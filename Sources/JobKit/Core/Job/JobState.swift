@@ -3,8 +3,9 @@ import Foundation
 /// The state of one ``JobController``, composed of one value per concern: the ``JobPhase``
 /// (lifecycle, stop reason), the ``TaskRegistry`` (tracked and per-type tasks), the ``Outbox``
 /// (what waits to be done after the lock: routing, events, progress, and its one drainer),
-/// failures, event listeners and ``ProgressState``. Limits and timers live in
-/// `JobState+Limits.swift` and `JobState+Timers.swift`, draining in `Outbox.swift`.
+/// failures, event listeners and ``ProgressState``. Limits, timers and dependencies live in
+/// `JobState+Limits.swift`, `JobState+Timers.swift` and `JobState+Dependencies.swift`, draining
+/// in `Outbox.swift`.
 ///
 /// Changed only by the transitions below, under the job's lock; each returns what the caller
 /// must do after releasing it. No transition calls user code, an overridable member of a user
@@ -33,6 +34,8 @@ struct JobState {
   private(set) var holds = 0
   /// Tasks held back while the job is suspended (`JobState+Suspension.swift`).
   var suspension = JobSuspension()
+  /// Tasks waiting for their dependencies (`JobState+Dependencies.swift`); inactive until used.
+  var dependencies = TaskDependencies<TrackedTask, DependencyWait>()
 
   // MARK: Submission and start
 
@@ -82,12 +85,18 @@ struct JobState {
   /// queue it (`nil` if the caller queues it). `replacing` is a retried task's previous attempt,
   /// forgotten silently once the new one is tracked. For events, the attempts are one task: a
   /// `taskTracked` already emitted for an earlier attempt is not emitted again.
+  /// `waitsForDependencies`: the task is neither queued nor admitted now; once its finish is
+  /// observed, the caller hands it to `waitForDependencies` (`JobState+Dependencies.swift`).
   mutating func track(
-    _ task: Operation, node: TrackedTask, queue: OperationQueue?, replacing previous: TrackedTask? = nil
+    _ task: Operation, node: TrackedTask, queue: OperationQueue?, replacing previous: TrackedTask? = nil,
+    waitsForDependencies: Bool = false
   ) -> TrackOutcome {
     guard !phase.isFinished else { return .jobFinished }
     node.group = registry.group(for: type(of: task))
     registry.insert(node)
+    if dependencies.isActive || waitsForDependencies {
+      indexForDependencies(node, task, activating: waitsForDependencies)
+    }
     progressChanged(progress.tracked(task))
     let observesEvents = !listeners.isEmpty
     if observesEvents {
@@ -100,9 +109,9 @@ struct JobState {
       replaced = previous.task
       forget(previous)
     }
-    var queueNow = queue != nil
+    var queueNow = queue != nil && !waitsForDependencies
     var waitsForSlot = false
-    if queue != nil, node.group.limit != nil || suspension.isSuspended {
+    if queueNow, node.group.limit != nil || suspension.isSuspended {
       queueNow = false
       waitsForSlot = true
     }
@@ -136,6 +145,7 @@ struct JobState {
   private mutating func forget(_ node: TrackedTask) {
     guard node.state.isRegistered else { return }
     registry.remove(node)
+    forgetForDependencies(node)
     if let task = node.task {
       progressChanged(progress.forgot(task))
     }
@@ -249,6 +259,9 @@ struct JobState {
   mutating func routed(_ node: TrackedTask) -> GroupOutcome {
     if let task = node.task {
       progressChanged(progress.routed(task))
+      if dependencies.isActive {
+        dependencies.routed(node, as: ObjectIdentifier(task), object: task)
+      }
     }
     node.task = nil
     guard registry.remove(node) else { return .none }
@@ -283,7 +296,7 @@ struct JobState {
     if !phase.isStopping, let group = registry.nextDeferredGroup() {
       return .group(groupCallback(for: group))
     }
-    guard registry.isEmpty, holds == 0 else { return .none }
+    guard registry.isEmpty, holds == 0 else { return stallIfNothingCanProgress() }
     switch phase.stop {
     case nil:
       emit(.allTasksFinished)
@@ -299,6 +312,7 @@ struct JobState {
   var hasStepDue: Bool {
     guard phase.runsSteps else { return false }
     return (registry.hasDeferredGroups && !phase.isStopping) || (registry.isEmpty && holds == 0)
+      || (dependencies.isActive && (dependencies.hasReleased || isStalled))
   }
 
   /// `allTasksFinished()` returned. Returns the finish if it tracked nothing new, else `nil`.

@@ -145,6 +145,8 @@ extension JobState {
     var item = Item.none
     /// Events and progress, if any (boxed: most batches have none, and stay small).
     var deliveries: Deliveries?
+    /// Tasks that wait for their dependencies no more: the drainer queues or skips them first.
+    var released: [DependencyRelease] = []
 
     /// Events to stamp and yield (and the streams to end, once the job finished).
     var events: JobEventListeners.Delivery? { deliveries?.events }
@@ -180,10 +182,13 @@ extension JobState {
       drain.item = .step(.group(group))
     }
     takeDeliveries(into: &drain)
+    if dependencies.hasReleased {
+      drain.released = dependencies.takeReleased()
+    }
     switch drain.item {
     case .step(.finish):
       outbox.release()
-    case .none where drain.deliveries == nil:
+    case .none where drain.deliveries == nil && drain.released.isEmpty:
       outbox.release()
       return nil
     default:

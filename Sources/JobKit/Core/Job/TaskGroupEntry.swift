@@ -10,6 +10,9 @@ final class TaskGroupEntry: @unchecked Sendable {
   /// Exclusivity unchecked (here and on `limit`, `running`): only touched under the job's lock,
   /// and read or changed for every task.
   @exclusivity(unchecked) var unfinished = 0
+  /// Whether the job ever tracked a task of this group (a limit on a group that never did is
+  /// reported when the job finishes).
+  @exclusivity(unchecked) var hasTracked = false
   private(set) var handler: (@Sendable () -> Void)?
   /// At most this many of the group's job-queued tasks execute at once (`nil`: no limit).
   @exclusivity(unchecked) var limit: Int?

@@ -42,6 +42,7 @@ struct TaskRegistry {
     head = node
     count += 1
     node.group.unfinished += 1
+    node.group.hasTracked = true
   }
 
   /// Removes a node (routed, or a replaced retry attempt). Returns `true` if `node` was its

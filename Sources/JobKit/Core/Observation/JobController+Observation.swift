@@ -6,8 +6,10 @@ extension JobController: ProgressReporting {
   /// in the order they happen, each with a monotonic timestamp. The sequence ends right after
   /// `finished`.
   ///
-  /// Each access returns a new sequence that receives the events from that moment on, so several
-  /// consumers may listen; subscribe before starting the job to see all of them. A job that
+  /// Each access returns a new sequence that receives every event from that moment on, so
+  /// several consumers each get every event if each accesses `events` once for itself; one
+  /// sequence iterated by several tasks splits the events between them (an `AsyncStream` is not
+  /// a broadcast). Subscribe before starting the job to see all of them. A job that
   /// nobody listens to records nothing (no timestamps, no buffer). Events wait in an unbounded
   /// buffer until the consumer takes them; a consumer that stops iterating is removed.
   ///

@@ -55,6 +55,22 @@ public struct JobKitError: Error, Hashable, Sendable, CustomStringConvertible {
     /// `JobController.cancellationGracePeriod`). The message names those tasks; the job keeps
     /// waiting for them.
     public static let unfinishedAfterCancel = Code(name: "unfinishedAfterCancel")
+    /// Not a misuse: the result a task tracked for its result with dependencies
+    /// (`JobController.trackAndQueue(resultOf:after:completion:)`) gets when it is skipped
+    /// because a dependency failed or was cancelled (or was given up on, see
+    /// ``dependencyNeverTracked``). The task never ran; it finished cancelled. The message names
+    /// the dependency (its `name`, or its type).
+    public static let dependencyFailed = Code(name: "dependencyFailed")
+    /// A task waited for a dependency that its job never tracked (or for tasks waiting in a
+    /// cycle), and nothing else could make progress: the job gave up on it, and skipped the
+    /// task as if that dependency had failed (``dependencyFailed``). Reported on the job, once
+    /// per skipped task, naming the dependencies.
+    public static let dependencyNeverTracked = Code(name: "dependencyNeverTracked")
+    /// `setMaxConcurrentTasks(_:forGroup:)` set a limit for a group (an exact type: a generic
+    /// class specialised for another type is another group) of which the job tracked no task:
+    /// the limit never applied. Reported on
+    /// the job when it finishes, once per such group.
+    public static let limitNeverUsed = Code(name: "limitNeverUsed")
     /// The code's name, for example `taskAlreadyTracked`.
     public var description: String { name }
   }

@@ -217,6 +217,14 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
   /// default.
   func suspensionChanged(to isSuspended: Bool, generation: UInt64) {}
 
+  /// A job skips the operation, which it tracked with dependencies, because one of them failed
+  /// or was cancelled (`error`, ``JobKitError/Code/dependencyFailed``, names it): cancels it, so
+  /// that it finishes without running once queued. Called once, before the operation was
+  /// queued, with no lock held. A subclass with an outcome of its own records `error` first.
+  func skipForFailedDependency(_ error: JobKitError) {
+    cancel()
+  }
+
   /// Called instead of ``operationStart()`` when the operation was cancelled before it started.
   func startCancelled() {
     operationDone()

@@ -1,0 +1,69 @@
+import Foundation
+
+/// What a task tracked with dependencies carries while it waits: the task, its dependencies
+/// (to read their outcomes once they were routed, and to name them) and where it goes then.
+struct DependencyWait {
+  enum Target {
+    /// The job queues it on `queue` (through its group's limit and the job's suspension).
+    case queue(OperationQueue)
+    /// The caller queued it; it is not ready until `gate`, one of its Foundation dependencies,
+    /// is started by the job.
+    case gate(Operation)
+  }
+
+  let task: Operation
+  let dependencies: [Operation]
+  let target: Target
+}
+
+typealias DependencyRelease = TaskDependencies<TrackedTask, DependencyWait>.Release
+
+/// Dependencies between a job's tasks (see ``TaskDependencies``): a task waiting for its
+/// dependencies is not admitted or queued until each was routed; a routed task releases its
+/// dependants; when nothing can route the rest, they are released as stalled.
+extension JobState {
+  /// `node` was tracked as `task`: index it if dependencies are in use (`activating`: the task
+  /// names dependencies, so they are from now on).
+  mutating func indexForDependencies(_ node: TrackedTask, _ task: Operation, activating: Bool) {
+    if activating, !dependencies.isActive {
+      dependencies.activate(
+        unrouted: registry.nodes.lazy.compactMap { node in node.task.map { (ObjectIdentifier($0), node) } })
+    }
+    dependencies.tracked(node, as: ObjectIdentifier(task))
+  }
+
+  /// `node`, tracked with `waitsForDependencies`, is observed now: it waits for `named` (the
+  /// dependencies of `wait`), or is released at once if none is left to wait for. A task no
+  /// longer unfinished (it had finished before it was tracked) waits for nothing: released as
+  /// dropped.
+  mutating func waitForDependencies(
+    _ node: TrackedTask, _ named: [TaskDependencies<TrackedTask, DependencyWait>.Named], _ wait: DependencyWait
+  ) -> DependencyRelease? {
+    guard node.state.isUnfinished else { return DependencyRelease(node: node, payload: wait, reason: .dropped) }
+    return dependencies.wait(node, for: named, payload: wait)
+  }
+
+  /// `node` is dropped without being routed (a duplicate, a replaced attempt): it is no longer
+  /// indexed, nor waits.
+  mutating func forgetForDependencies(_ node: TrackedTask) {
+    guard dependencies.isActive, let task = node.task else { return }
+    dependencies.forgot(node, as: ObjectIdentifier(task))
+  }
+
+  /// The job has nothing else to do (`nextStep`, with tasks still tracked): if they all wait for
+  /// dependencies, gives up on them (they are released as stalled, for the drainer to skip).
+  mutating func stallIfNothingCanProgress() -> Step {
+    if isStalled {
+      dependencies.stall()
+    }
+    return .none
+  }
+
+  /// Nothing can make progress while tasks still wait for dependencies: `main()` returned, no
+  /// hold is out (nobody will track from outside), and every task the job tracks and has not
+  /// routed waits for dependencies (none runs or waits to be routed, so none will be routed).
+  var isStalled: Bool {
+    let waiting = dependencies.waitingCount
+    return waiting > 0 && waiting == registry.count && holds == 0 && phase.runsSteps
+  }
+}

@@ -1,0 +1,146 @@
+import Foundation
+import Testing
+
+@testable import JobKit
+
+/// `TaskDependencies` fed events one by one on one thread: which waiting tasks a routing
+/// releases, and which a stall gives up on.
+@Suite("TaskDependencies state machine")
+struct TaskDependenciesStateTests {
+  private final class Node {
+    let label: String
+    init(_ label: String) { self.label = label }
+  }
+
+  private typealias Graph = TaskDependencies<Node, String>
+
+  /// An operation stand-in: a node tracked as itself.
+  private func named(_ node: Node, finishedBefore: Bool = false) -> Graph.Named {
+    Graph.Named(key: ObjectIdentifier(node), object: node, finishedBefore: finishedBefore)
+  }
+
+  private func active(tracking nodes: [Node]) -> Graph {
+    var graph = Graph()
+    graph.activate(unrouted: nodes.map { (ObjectIdentifier($0), $0) })
+    return graph
+  }
+
+  private func route(_ node: Node, in graph: inout Graph) {
+    graph.routed(node, as: ObjectIdentifier(node), object: node)
+  }
+
+  private func labels(_ releases: [Graph.Release]) -> [String] {
+    releases.map { "\($0.payload):\($0.reason)" }
+  }
+
+  @Test func inactiveUntilActivatedAndThenIndexesTasks() {
+    var graph = Graph()
+    let early = Node("early")
+    graph.tracked(early, as: ObjectIdentifier(early))
+    #expect(!graph.isActive)
+    graph.activate(unrouted: [(ObjectIdentifier(early), early)])
+    #expect(graph.isActive)
+    let dependant = Node("dependant")
+    #expect(graph.wait(dependant, for: [named(early)], payload: "dependant") == nil)
+    #expect(graph.waitingCount == 1)
+    route(early, in: &graph)
+    #expect(labels(graph.takeReleased()) == ["dependant:ready"])
+    #expect(graph.waitingCount == 0)
+  }
+
+  @Test func aTaskWaitsForEveryDependencyAndIsReleasedOnce() {
+    let first = Node("first")
+    let second = Node("second")
+    var graph = active(tracking: [first, second])
+    #expect(graph.wait(Node("both"), for: [named(first), named(second), named(first)], payload: "both") == nil)
+    route(first, in: &graph)
+    #expect(graph.takeReleased().isEmpty)
+    route(second, in: &graph)
+    #expect(labels(graph.takeReleased()) == ["both:ready"])
+    route(second, in: &graph)
+    #expect(graph.takeReleased().isEmpty)
+  }
+
+  @Test func routedOrFinishedDependenciesAreNotWaitedFor() {
+    let routed = Node("routed")
+    var graph = active(tracking: [routed])
+    route(routed, in: &graph)
+    let finished = Node("finished")
+    let release = graph.wait(
+      Node("task"), for: [named(routed), named(finished, finishedBefore: true)], payload: "task")
+    #expect(release?.reason == .ready)
+    #expect(graph.waitingCount == 0)
+  }
+
+  @Test func aDependencyNotTrackedYetIsWaitedFor() {
+    var graph = active(tracking: [])
+    let later = Node("later")
+    #expect(graph.wait(Node("task"), for: [named(later)], payload: "task") == nil)
+    graph.tracked(later, as: ObjectIdentifier(later))
+    #expect(graph.takeReleased().isEmpty)
+    route(later, in: &graph)
+    #expect(labels(graph.takeReleased()) == ["task:ready"])
+  }
+
+  @Test func aStallReleasesEveryWaitingTaskWithWhatItStillWaitedFor() {
+    let never = Node("never")
+    let done = Node("done")
+    var graph = active(tracking: [done])
+    let cycleA = Node("a")
+    let cycleB = Node("b")
+    graph.tracked(cycleA, as: ObjectIdentifier(cycleA))
+    graph.tracked(cycleB, as: ObjectIdentifier(cycleB))
+    _ = graph.wait(cycleA, for: [named(cycleB)], payload: "a")
+    _ = graph.wait(cycleB, for: [named(cycleA)], payload: "b")
+    _ = graph.wait(Node("orphan"), for: [named(done), named(never)], payload: "orphan")
+    route(done, in: &graph)
+    #expect(graph.takeReleased().isEmpty)
+    #expect(graph.waitingCount == 3)
+    graph.stall()
+    let released = graph.takeReleased().sorted { $0.payload < $1.payload }
+    #expect(
+      released.map(\.reason) == [
+        .stalled([ObjectIdentifier(cycleB)]), .stalled([ObjectIdentifier(cycleA)]), .stalled([ObjectIdentifier(never)]),
+      ])
+    #expect(graph.waitingCount == 0)
+    // Nothing waits any more: routing the cycle later releases nothing a second time.
+    route(cycleA, in: &graph)
+    #expect(labels(graph.takeReleased()) == [])
+  }
+
+  @Test func aWaitingTaskRoutedItselfIsDroppedAndHandedOut() {
+    let dependency = Node("dependency")
+    let waiting = Node("waiting")
+    var graph = active(tracking: [dependency, waiting])
+    _ = graph.wait(waiting, for: [named(dependency)], payload: "waiting")
+    route(waiting, in: &graph)
+    #expect(labels(graph.takeReleased()) == ["waiting:dropped"])
+    route(dependency, in: &graph)
+    #expect(graph.takeReleased().isEmpty)
+  }
+
+  @Test func aDuplicateNodeDoesNotReplaceTheTrackedOne() {
+    let original = Node("original")
+    var graph = active(tracking: [original])
+    let duplicate = Node("duplicate")
+    graph.tracked(duplicate, as: ObjectIdentifier(original))
+    graph.forgot(duplicate, as: ObjectIdentifier(original))
+    // Still tracked (not routed): a task naming it waits.
+    #expect(graph.wait(Node("task"), for: [named(original)], payload: "task") == nil)
+  }
+
+  @Test func aFreedObjectAtARoutedAddressIsNotTakenForIt() {
+    var graph = active(tracking: [])
+    var key: ObjectIdentifier?
+    do {
+      let gone = Node("gone")
+      key = ObjectIdentifier(gone)
+      graph.routed(gone, as: ObjectIdentifier(gone), object: gone)
+    }
+    // A new object named with the freed one's key: the weak record no longer matches it.
+    let other = Node("other")
+    let release = graph.wait(
+      Node("task"), for: [Graph.Named(key: key!, object: other, finishedBefore: false)], payload: "task")
+    #expect(release == nil)
+  }
+}
