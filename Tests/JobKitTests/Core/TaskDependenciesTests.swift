@@ -42,10 +42,10 @@ struct TaskDependenciesTests {
       job.trackAndQueue(DepStep("second", log: log), after: [first]) { _ in log.mutate { $0.append("routed second") } }
     }
     job.startJob()
-    #expect(first.waitUntilStarted())
+    #expect(await first.startedLatch.waitOpen())
     #expect(log.value.isEmpty)
     first.finish()
-    #expect(job.finishes())
+    #expect(await eventually { job.isFinished })
     #expect(log.value == ["routed first", "start second", "routed second"])
     #expect(job.misuses.isEmpty)
   }
@@ -159,11 +159,11 @@ struct TaskDependenciesTests {
       job.trackAndQueue(GatedTask(1, running: running)) { _ in }
     }
     job.startJob()
-    #expect(blocker.waitUntilStarted())
+    #expect(await blocker.startedLatch.waitOpen())
     // The free task runs although its group's other task was tracked first.
     #expect(await eventually { running.value.order == [1] })
     blocker.finish()
-    #expect(job.finishes())
+    #expect(await eventually { job.isFinished })
     #expect(running.value.order == [1, 0] && running.value.max == 1)
   }
 
@@ -178,9 +178,9 @@ struct TaskDependenciesTests {
       queue.addOperation(second)
     }
     job.startJob()
-    #expect(first.waitUntilStarted())
+    #expect(await first.startedLatch.waitOpen())
     first.finish()
-    #expect(job.finishes())
+    #expect(await eventually { job.isFinished })
     #expect(log.value == ["routed first", "start second", "routed second"])
   }
 
@@ -193,9 +193,9 @@ struct TaskDependenciesTests {
       job.trackAndQueue(DepStep("third", log: log), after: [BlockOperation()]) { _ in }
     }
     job.startJob()
-    #expect(first.waitUntilStarted())
+    #expect(await first.startedLatch.waitOpen())
     job.cancel()
-    #expect(job.finishes())
+    #expect(await eventually { job.isFinished })
     #expect(log.value.isEmpty)
   }
 
@@ -208,5 +208,32 @@ struct TaskDependenciesTests {
     try await job.run()
     #expect(job.misuses.map(\.code) == [.limitNeverUsed])
     #expect(job.misuses.first?.message.contains("Work<String>") == true)
+  }
+
+  /// Another job queues the task (its queue is suspended, so the task waits there unstarted):
+  /// released, it must not be added to a queue a second time (a fatal error in Foundation).
+  @Test func aTaskAnotherJobQueuesIsNotQueuedAgainWhenReleased() async throws {
+    let otherQueue = OperationQueue()
+    otherQueue.isSuspended = true
+    let shared = BlockOperation {}
+    let other = ScriptedJob(taskQueue: otherQueue) { job in job.trackAndQueue(shared) }
+    other.startJob()
+    #expect(await eventually { otherQueue.operationCount == 1 })
+    let first = TestTask("first")
+    let routed = Locked(0)
+    let firstRouted = Locked(false)
+    let job = job { job in
+      job.trackAndQueue(first) { _ in firstRouted.mutate { $0 = true } }
+      job.trackAndQueue(shared, after: [first]) { _ in routed.mutate { $0 += 1 } }
+    }
+    job.startJob()
+    #expect(await first.startedLatch.waitOpen())
+    first.finish()
+    // Released as `first` is routed; `shared` still waits, unstarted, in the suspended queue.
+    #expect(await eventually { firstRouted.value })
+    otherQueue.isSuspended = false
+    #expect(await eventually { job.isFinished && other.isFinished })
+    #expect(routed.value == 1)
+    #expect(job.misuses.map(\.code) == [.taskAlreadyQueued])
   }
 }

@@ -40,7 +40,17 @@ enum WorkflowChecks {
     // Tracking a dispatch (started by `dispatch`) or a shared operation the test queued first may
     // find it finished: documented as `taskAlreadyFinished`, routed at once.
     let mayFindFinished = hasDispatch || sharedOperations > 0
-    let unexpected = job.misuses.filter { !(mayFindFinished && $0.code == .taskAlreadyFinished) }
+    // A limit whose group tracked no task is reported once when the job finishes, unless a stop
+    // ended it (then it may be, or not: `stopped` also covers stops that may not have reached it).
+    let neverTracked = plan.limits.keys.map(\.groupKey).filter { seen.tracked[$0, default: 0] == 0 }
+    let reportedUnused = job.misuses.filter { $0.code == .limitNeverUsed }.map(\.message)
+    let unusedReported = neverTracked.filter { key in reportedUnused.contains { $0.contains("forGroup: \(key).self") } }
+    if unusedReported.count != reportedUnused.count || (!stopped && unusedReported.count != neverTracked.count) {
+      violation("limitNeverUsed reported as \(reportedUnused); its groups that tracked nothing: \(neverTracked)")
+    }
+    let unexpected = job.misuses.filter {
+      !(mayFindFinished && $0.code == .taskAlreadyFinished) && $0.code != .limitNeverUsed
+    }
     if !unexpected.isEmpty { violation("unexpected misuses \(unexpected)") }
 
     for (spec, _) in plan.allSpecs {

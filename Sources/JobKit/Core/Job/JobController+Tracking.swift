@@ -6,10 +6,19 @@ extension JobController {
   /// from `main()`, then routes the tasks that had finished (it asks to drain with the same lock,
   /// so `main()`'s thread, which tracks every task, takes it once less per task). Returns the
   /// node, or `nil` if it was not tracked.
-  @discardableResult
+  @discardableResult @inline(__always)
   func track(
-    _ task: Operation, node: TrackedTask, queue: OperationQueue?, replacing previous: TrackedTask? = nil,
-    waitsForDependencies: Bool = false
+    _ task: Operation, node: TrackedTask, queue: OperationQueue?, replacing previous: TrackedTask? = nil
+  ) -> TrackedTask? {
+    var mayQueue = true
+    return track(task, node: node, queue: queue, replacing: previous, waitsForDependencies: false, mayQueue: &mayQueue)
+  }
+
+  /// `track`, for a task that `waitsForDependencies` too (it is not queued now); `mayQueue` is
+  /// set to `false` if another job claimed the task's queueing (this one must never queue it).
+  func track(
+    _ task: Operation, node: TrackedTask, queue: OperationQueue?, replacing previous: TrackedTask?,
+    waitsForDependencies: Bool, mayQueue mayQueueOut: inout Bool
   ) -> TrackedTask? {
     let thread = currentThreadID()
     let (outcome, role) = jobState.withLock { state in
@@ -50,6 +59,7 @@ extension JobController {
         tracked = node
         routesAgain = true
       case .observed(let mayQueue, let installedHook):
+        mayQueueOut = mayQueue
         // Before the task can start: its tracking time and start observer must be in place.
         if observesEvents {
           confirmTracked(task, node: node)

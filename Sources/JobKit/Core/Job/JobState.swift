@@ -329,8 +329,7 @@ struct JobState {
   /// does not keep it alive. Its last events and its final progress counts go out with the
   /// finish, before the job's `isFinished` becomes `true`.
   private mutating func finish(_ error: (any Error)?) -> JobFinish {
-    var cancelled = false
-    if case .cancelled? = phase.stop { cancelled = true }
+    let stop = phase.stop
     phase.finish()
     let droppedGroups = registry.dropGroups()
     emit(.finished(error: error))
@@ -338,7 +337,7 @@ struct JobState {
     progressChanged(progress.finish())
     let graceTimer = graceTimer
     self.graceTimer = nil
-    return JobFinish(error: error, cancelled: cancelled, graceTimer: graceTimer, droppedGroups: droppedGroups)
+    return JobFinish(error: error, stop: stop, graceTimer: graceTimer, droppedGroups: droppedGroups)
   }
 
   // MARK: Holds

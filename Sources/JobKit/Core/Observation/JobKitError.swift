@@ -68,8 +68,8 @@ public struct JobKitError: Error, Hashable, Sendable, CustomStringConvertible {
     public static let dependencyNeverTracked = Code(name: "dependencyNeverTracked")
     /// `setMaxConcurrentTasks(_:forGroup:)` set a limit for a group (an exact type: a generic
     /// class specialised for another type is another group) of which the job tracked no task:
-    /// the limit never applied. Reported on
-    /// the job when it finishes, once per such group.
+    /// the limit never applied. Reported on the job when it finishes (unless a cancel or a
+    /// `fail` stopped it), once per such group.
     public static let limitNeverUsed = Code(name: "limitNeverUsed")
     /// The code's name, for example `taskAlreadyTracked`.
     public var description: String { name }

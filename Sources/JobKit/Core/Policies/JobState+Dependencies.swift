@@ -9,6 +9,8 @@ struct DependencyWait {
     /// The caller queued it; it is not ready until `gate`, one of its Foundation dependencies,
     /// is started by the job.
     case gate(Operation)
+    /// Another job queues it: nothing to do but skip it if a dependency failed.
+    case none
   }
 
   let task: Operation

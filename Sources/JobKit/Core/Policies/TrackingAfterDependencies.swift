@@ -58,14 +58,18 @@ extension JobController {
   ) -> Bool {
     var queue: OperationQueue?
     if case .queue(let taskQueue) = target { queue = taskQueue }
-    guard let node = track(task, node: node, queue: queue, waitsForDependencies: true) else { return false }
+    var mayQueue = true
+    guard
+      let node = track(
+        task, node: node, queue: queue, replacing: nil, waitsForDependencies: true, mayQueue: &mayQueue)
+    else { return false }
     // Read after `track` made the job record every routing: a dependency not finished now is
     // tracked (and routed later) or not tracked yet.
     let named = dependencies.map { dependency in
       TaskDependencies<TrackedTask, DependencyWait>.Named(
         key: ObjectIdentifier(dependency), object: dependency, finishedBefore: dependency.isFinished)
     }
-    let wait = DependencyWait(task: task, dependencies: dependencies, target: target)
+    let wait = DependencyWait(task: task, dependencies: dependencies, target: mayQueue ? target : .none)
     if let released = withJobState({ $0.waitForDependencies(node, named, wait) }) {
       performReleases([released])
     }
@@ -114,6 +118,8 @@ extension JobController {
         }
       case .gate(let gate):
         gate.start()
+      case .none:
+        break
       }
     }
   }

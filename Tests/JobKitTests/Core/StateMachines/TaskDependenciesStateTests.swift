@@ -143,4 +143,69 @@ struct TaskDependenciesStateTests {
       Node("task"), for: [Graph.Named(key: key!, object: other, finishedBefore: false)], payload: "task")
     #expect(release == nil)
   }
+
+  // MARK: JobState's hooks
+
+  /// A job whose state the tests drive directly (never started).
+  private let job = JobController()
+
+  @Test func aTrackedTaskWithDependenciesIsNotQueuedAndStallsOnlyOnceMainReturned() {
+    var state = JobState()
+    _ = state.beginMain(on: 1)
+    let task = BlockOperation()
+    let orphan = BlockOperation()
+    let outcome = state.track(
+      task, node: TrackedTask(job: job, task: task), queue: OperationQueue(), waitsForDependencies: true)
+    guard case .tracked(let node, _, let queueNow, let waitsForSlot, _, _) = outcome else {
+      Issue.record("not tracked: \(outcome)")
+      return
+    }
+    #expect(!queueNow && !waitsForSlot && state.dependencies.isActive)
+    let named = [
+      TaskDependencies<TrackedTask, DependencyWait>.Named(
+        key: ObjectIdentifier(orphan), object: orphan, finishedBefore: false)
+    ]
+    let wait = DependencyWait(task: task, dependencies: [orphan], target: .none)
+    #expect(state.waitForDependencies(node, named, wait) == nil)
+    // While main() runs, it may still track the dependency: no stall.
+    #expect(!state.isStalled && !state.hasStepDue)
+    state.mainReturned()
+    #expect(state.isStalled && state.hasStepDue)
+    let drain = state.nextDrain(on: 1)
+    #expect(drain?.released.map(\.reason) == [.stalled([ObjectIdentifier(orphan)])])
+    #expect(!state.isStalled)
+  }
+
+  @Test func aRoutedDependencyReleasesItsDependantIntoTheNextDrain() {
+    var state = JobState()
+    _ = state.beginMain(on: 1)
+    let dependency = BlockOperation()
+    let dependant = BlockOperation()
+    guard
+      case .tracked(let first, _, _, _, _, _) = state.track(
+        dependency, node: TrackedTask(job: job, task: dependency), queue: OperationQueue()),
+      case .tracked(let second, _, _, _, _, _) = state.track(
+        dependant, node: TrackedTask(job: job, task: dependant), queue: OperationQueue(), waitsForDependencies: true)
+    else {
+      Issue.record("not tracked")
+      return
+    }
+    let named = [
+      TaskDependencies<TrackedTask, DependencyWait>.Named(
+        key: ObjectIdentifier(dependency), object: dependency, finishedBefore: false)
+    ]
+    #expect(
+      state.waitForDependencies(
+        second, named, DependencyWait(task: dependant, dependencies: [dependency], target: .none)) == nil)
+    state.mainReturned()
+    _ = state.taskFinished(first)
+    guard let routing = state.nextDrain(on: 1), case .route(let node, _) = routing.item else {
+      Issue.record("nothing to route")
+      return
+    }
+    #expect(node === first && routing.released.isEmpty)
+    let next = state.nextDrain(on: 1, routed: first)
+    #expect(next?.released.map(\.reason) == [.ready])
+    #expect(next?.released.first?.node === second)
+  }
 }

@@ -18,7 +18,14 @@ final class CompositionJob: JobController, @unchecked Sendable {
 
   override func main() {
     failurePolicy = .collect
-    if case .job(let limit?) = plan.kind { setMaxConcurrentTasks(limit, forGroup: LimitedLeaf.self) }
+    // Only with a limited leaf to limit: a limit whose group tracked nothing is reported.
+    let hasLimitedLeaf = plan.children.contains { child in
+      if case .leaf(let spec) = child.kind { return spec.limited }
+      return false
+    }
+    if case .job(let limit?) = plan.kind, hasLimitedLeaf {
+      setMaxConcurrentTasks(limit, forGroup: LimitedLeaf.self)
+    }
     let log = builder.log
     for child in plan.children {
       let routed: @Sendable (Operation) -> Void = { [weak self] task in
