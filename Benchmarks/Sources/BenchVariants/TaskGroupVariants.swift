@@ -87,8 +87,11 @@ func runDispatch(_ n: Int) {
 
 /// The cases against Swift concurrency and GCD.
 public let taskGroupVariants: [Variant] = [
-  Variant(name: "tg", baseline: "tg", summary: "(p) withTaskGroup: N no-op children, a callback per task in for await", run: runTaskGroup),
-  Variant(name: "gcd", baseline: "tg", summary: "(q) DispatchQueue.global().async + a serial hop per task", run: runDispatch),
+  Variant(
+    name: "tg", baseline: "tg", summary: "(p) withTaskGroup: N no-op children, a callback per task in for await",
+    run: runTaskGroup),
+  Variant(
+    name: "gcd", baseline: "tg", summary: "(q) DispatchQueue.global().async + a serial hop per task", run: runDispatch),
   Variant(
     name: "job-work", baseline: "tg",
     summary: "(n) JobController tracking N Work { 1 } with trackAndQueue(resultOf:) completions",
