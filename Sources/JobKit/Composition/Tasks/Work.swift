@@ -61,14 +61,8 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
     case callback(@Sendable (_ complete: @escaping @Sendable (Result<Output, any Error>) -> Void) -> Void)
   }
 
-  private struct State {
-    var result: Result<Output, any Error>?
-    /// The Swift task running an `async` body, so a cancel can reach it.
-    var runner: Task<Void, Never>?
-  }
-
   private let body: Body
-  private let workState = LockedBox(State())
+  private let workState = LockedBox(WorkState())
 
   /// Creates a task whose synchronous `body` runs on the thread that starts it.
   public init(_ body: @escaping @Sendable () throws -> Output) {
@@ -94,7 +88,24 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
 
   /// The outcome, `nil` until the task finished (see the type's documentation).
   public var result: Result<Output, any Error>? {
-    workState.withLock { $0.result }
+    let state = workState.withLock { $0 }
+    guard state.isComplete else { return nil }
+    return Self.outcome(of: state)
+  }
+
+  /// The outcome of a finished task: its ``result``, or, should it have none, its
+  /// ``ConcurrentOperation/error`` or else `CancellationError`.
+  func finishedResult() -> Result<Output, any Error> {
+    let state = workState.withLock { $0 }
+    guard state.isComplete else { return .failure(error ?? CancellationError()) }
+    return Self.outcome(of: state)
+  }
+
+  /// The outcome of a complete `state`: its failure, or else its value.
+  private static func outcome(of state: WorkState) -> Result<Output, any Error> {
+    if let failure = state.failure { return .failure(failure) }
+    // A complete state without a failure holds the body's value, boxed by `complete`.
+    return .success(state.value as! Output)
   }
 
   /// The value of a successful outcome; `nil` before the finish and after a failure or cancel.
@@ -127,16 +138,24 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
   public final override func operationStart() {
     switch body {
     case .sync(let run):
-      complete(Result { try run() })
+      let value: Output
+      do {
+        value = try run()
+      } catch {
+        complete(value: nil, failure: error)
+        return
+      }
+      complete(value: value, failure: nil)
     case .async(let run):
       let runner = Task.detached {
-        let outcome: Result<Output, any Error>
+        let value: Output
         do {
-          outcome = .success(try await run())
+          value = try await run()
         } catch {
-          outcome = .failure(error)
+          self.complete(value: nil, failure: error)
+          return
         }
-        self.complete(outcome)
+        self.complete(value: value, failure: nil)
       }
       workState.withLock { $0.runner = runner }
     case .callback(let run):
@@ -151,15 +170,32 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
   }
 
   override func startCancelled() {
-    workState.withLock { $0.result = .failure(CancellationError()) }
+    workState.withLock { state in
+      state.isComplete = true
+      state.failure = CancellationError()
+    }
     super.startCancelled()
   }
 
-  /// Records the first outcome and finishes the task; reports a later one.
+  /// Records the first outcome (a callback body's) and finishes the task; reports a later one.
   private func complete(_ outcome: Result<Output, any Error>) {
+    switch outcome {
+    case .success(let value):
+      complete(value: value, failure: nil)
+    case .failure(let error):
+      complete(value: nil, failure: error)
+    }
+  }
+
+  /// Records the first outcome, `value` (an `Output`, boxed) or else `failure`, and finishes the
+  /// task; reports a later one. Takes the outcome apart rather than as a `Result`, so that
+  /// finishing asks the runtime for no metadata of a type made from `Output`.
+  private func complete(value: (any Sendable)?, failure: (any Error)?) {
     let isFirst = workState.withLock { state -> Bool in
-      guard state.result == nil else { return false }
-      state.result = outcome
+      guard !state.isComplete else { return false }
+      state.isComplete = true
+      state.failure = failure
+      state.value = value
       state.runner = nil
       return true
     }
@@ -168,19 +204,35 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
         .completedTwice, "complete was called again on a \(type(of: self)); ignored, the first result stands")
       return
     }
-    switch outcome {
-    case .success:
+    switch failure {
+    case nil:
       operationDone()
-    case .failure(let error) where error is CancellationError:
+    case let error? where error is CancellationError:
       // The body said "cancelled": the task is cancelled, as by `cancel()` (no lock is held here).
       if !isCancelRecorded {
         cancel()
       }
       operationDone()
-    case .failure(let error):
+    case let error?:
       operationDone(error: error)
     }
   }
+}
+
+/// A ``Work``'s outcome without its value, outside the generic class so that its type (and its
+/// box's) does not depend on `Output`: unspecialized generic code asks the runtime for the
+/// metadata of every generic type it touches (a `Result<Output, any Error>`, a type nested in
+/// `Work<Output>`), on every task.
+private struct WorkState {
+  /// Whether the outcome was recorded: the first completion, or a start after a cancel.
+  var isComplete = false
+  /// The outcome's error; `nil` in a complete state: a success, whose value is `value`.
+  var failure: (any Error)?
+  /// A success's value (an `Output`), boxed: fits the box's inline buffer unless it is larger
+  /// than three words, and asks the runtime for no metadata of a type made from `Output`.
+  var value: (any Sendable)?
+  /// The Swift task running an `async` body, so a cancel can reach it.
+  var runner: Task<Void, Never>?
 }
 
 extension JobController {
@@ -201,7 +253,7 @@ extension JobController {
     completion: @escaping @Sendable (Result<Output, any Error>) -> Void
   ) {
     trackAndQueue(work) { (finished: Work<Output>) in
-      completion(finished.result ?? .failure(finished.error ?? CancellationError()))
+      completion(finished.finishedResult())
     }
   }
 }
