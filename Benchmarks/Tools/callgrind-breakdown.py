@@ -61,7 +61,23 @@ def annotate(path, inclusive):
     return total, costs
 
 
+def without_parameters(function):
+    """A demangled C++ name without its trailing parameter list (and `const`, and `'2`)."""
+    text = re.sub(r"( const)?('\d+)?$", "", function)
+    if not text.endswith(")"):
+        return function
+    depth = 0
+    for index in range(len(text) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(text[index], 0)
+        if depth == 0:
+            return text[:index]
+    return function
+
+
 def category(function, obj):
+    # The name alone: a C++ signature names `TargetMetadata` in the parameters of casts and
+    # value witnesses too.
+    function = without_parameters(function)
     if obj.startswith("libdispatch"):
         return "libdispatch"
     if re.search(r"swift_(retain|release|bridgeObjectRe|unknownObjectRe|weak|unowned)|doDecrementSlow|_Block_(copy|release)", function):

@@ -93,12 +93,15 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
     return Self.outcome(of: state)
   }
 
-  /// The outcome of a finished task: its ``result``, or, should it have none, its
-  /// ``ConcurrentOperation/error`` or else `CancellationError`.
-  func finishedResult() -> Result<Output, any Error> {
+  /// The outcome of a finished task, taken apart: its ``result``'s error, or else its value (an
+  /// `Output`, boxed); should it have no result, its ``ConcurrentOperation/error`` or else
+  /// `CancellationError`. Not a `Result`, so that the caller, inlined into a client, builds it
+  /// specialized instead of asking the runtime for its generic metadata.
+  @usableFromInline
+  func finishedOutcome() -> (failure: (any Error)?, value: (any Sendable)?) {
     let state = workState.withLock { $0 }
-    guard state.isComplete else { return .failure(error ?? CancellationError()) }
-    return Self.outcome(of: state)
+    guard state.isComplete else { return (error ?? CancellationError(), nil) }
+    return (state.failure, state.value)
   }
 
   /// The outcome of a complete `state`: its failure, or else its value.
@@ -248,12 +251,18 @@ extension JobController {
   ///     if case .success(let entries) = result { visit(entries) }
   /// }
   /// ```
+  @inlinable
   public func trackAndQueue<Output>(
     resultOf work: Work<Output>,
     completion: @escaping @Sendable (Result<Output, any Error>) -> Void
   ) {
     trackAndQueue(work) { (finished: Work<Output>) in
-      completion(finished.finishedResult())
+      let outcome = finished.finishedOutcome()
+      if let failure = outcome.failure {
+        completion(.failure(failure))
+      } else {
+        completion(.success(outcome.value as! Output))
+      }
     }
   }
 }
