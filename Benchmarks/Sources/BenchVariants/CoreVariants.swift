@@ -14,10 +14,10 @@ public struct Variant: Sendable {
   /// Does N tasks (pipeline steps, dispatches) and returns once all of them finished.
   public let run: @Sendable (Int) -> Void
 
-  /// The variant named `name` among `variants`, `compositionVariants` and the child-only
-  /// `nestingVariants`, if there is one.
+  /// The variant named `name` among `variants`, `compositionVariants`, `taskGroupVariants` and
+  /// the child-only `nestingVariants`, if there is one.
   public static func named(_ name: String) -> Variant? {
-    (variants + compositionVariants + nestingVariants).first { $0.name == name }
+    (variants + compositionVariants + taskGroupVariants + nestingVariants).first { $0.name == name }
   }
 }
 

@@ -92,7 +92,7 @@ let plan: [(n: Int, repetitions: Int)] =
   quick ? [(10_000, 3), (100_000, 3)] : [(10_000, 7), (100_000, 7), (1_000_000, 5)]
 
 print("jobkit-bench: \(ProcessInfo.processInfo.activeProcessorCount) cores, medians of interleaved child runs")
-for variant in variants + compositionVariants {
+for variant in variants + compositionVariants + taskGroupVariants {
   print("  \(variant.name): \(variant.summary)")
 }
 print("")
@@ -100,7 +100,7 @@ print("N          variant  us/task   peak MB   ratio of medians (median of paire
 var perTaskAtSmallest: [String: Double] = [:]
 for (n, repetitions) in plan {
   // Composition cases up to 100k only: a million dispatches or pipeline steps says nothing more.
-  let variants = n <= 100_000 ? variants + compositionVariants : variants
+  let variants = n <= 100_000 ? variants + compositionVariants + taskGroupVariants : variants + taskGroupVariants
   var samples: [String: [Sample]] = [:]
   for _ in 0..<repetitions {
     for variant in variants {

@@ -61,14 +61,8 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
     case callback(@Sendable (_ complete: @escaping @Sendable (Result<Output, any Error>) -> Void) -> Void)
   }
 
-  private struct State {
-    var result: Result<Output, any Error>?
-    /// The Swift task running an `async` body, so a cancel can reach it.
-    var runner: Task<Void, Never>?
-  }
-
   private let body: Body
-  private let workState = LockedBox(State())
+  private let workState = LockedBox(WorkState())
 
   /// Creates a task whose synchronous `body` runs on the thread that starts it.
   public init(_ body: @escaping @Sendable () throws -> Output) {
@@ -94,7 +88,40 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
 
   /// The outcome, `nil` until the task finished (see the type's documentation).
   public var result: Result<Output, any Error>? {
-    workState.withLock { $0.result }
+    let state = workState.withLock { $0 }
+    guard state.isComplete else { return nil }
+    return Self.outcome(of: state)
+  }
+
+  /// The outcome of a finished task, taken apart: its ``result``'s error, or else its value (an
+  /// `Output`, boxed); should it have no result, its ``ConcurrentOperation/error`` or else
+  /// `CancellationError`. Not a `Result`, so that the caller, inlined into a client, builds it
+  /// specialized instead of asking the runtime for its generic metadata.
+  @usableFromInline
+  func finishedOutcome() -> (failure: (any Error)?, value: (any Sendable)?) {
+    let state = workState.withLock { $0 }
+    guard state.isComplete else { return (error ?? CancellationError(), nil) }
+    return (state.failure, state.value)
+  }
+
+  /// Hands `completion` the outcome of this finished task as a `Result` (see
+  /// ``finishedOutcome()``), built in the caller's specialization.
+  @inlinable
+  func deliverOutcome(to completion: (Result<Output, any Error>) -> Void) {
+    let outcome = finishedOutcome()
+    if let failure = outcome.failure {
+      completion(.failure(failure))
+    } else {
+      // A finished task without a failure holds the body's value, an `Output`.
+      completion(.success(outcome.value as! Output))
+    }
+  }
+
+  /// The outcome of a complete `state`: its failure, or else its value.
+  private static func outcome(of state: WorkState) -> Result<Output, any Error> {
+    if let failure = state.failure { return .failure(failure) }
+    // A complete state without a failure holds the body's value, boxed by `complete`.
+    return .success(state.value as! Output)
   }
 
   /// The value of a successful outcome; `nil` before the finish and after a failure or cancel.
@@ -127,16 +154,24 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
   public final override func operationStart() {
     switch body {
     case .sync(let run):
-      complete(Result { try run() })
+      let value: Output
+      do {
+        value = try run()
+      } catch {
+        complete(value: nil, failure: error)
+        return
+      }
+      complete(value: value, failure: nil)
     case .async(let run):
       let runner = Task.detached {
-        let outcome: Result<Output, any Error>
+        let value: Output
         do {
-          outcome = .success(try await run())
+          value = try await run()
         } catch {
-          outcome = .failure(error)
+          self.complete(value: nil, failure: error)
+          return
         }
-        self.complete(outcome)
+        self.complete(value: value, failure: nil)
       }
       workState.withLock { $0.runner = runner }
     case .callback(let run):
@@ -152,8 +187,9 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
 
   override func startCancelled() {
     workState.withLock { state in
-      if state.result == nil {
-        state.result = .failure(CancellationError())
+      if !state.isComplete {
+        state.isComplete = true
+        state.failure = CancellationError()
       }
     }
     super.startCancelled()
@@ -163,18 +199,33 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
   /// ``JobKitError/Code/dependencyFailed``), and it is cancelled, so its body never runs.
   override func skipForFailedDependency(_ error: JobKitError) {
     workState.withLock { state in
-      if state.result == nil {
-        state.result = .failure(error)
+      if !state.isComplete {
+        state.isComplete = true
+        state.failure = error
       }
     }
     cancel()
   }
 
-  /// Records the first outcome and finishes the task; reports a later one.
+  /// Records the first outcome (a callback body's) and finishes the task; reports a later one.
   private func complete(_ outcome: Result<Output, any Error>) {
+    switch outcome {
+    case .success(let value):
+      complete(value: value, failure: nil)
+    case .failure(let error):
+      complete(value: nil, failure: error)
+    }
+  }
+
+  /// Records the first outcome, `value` (an `Output`, boxed) or else `failure`, and finishes the
+  /// task; reports a later one. Takes the outcome apart rather than as a `Result`, so that
+  /// finishing asks the runtime for no metadata of a type made from `Output`.
+  private func complete(value: (any Sendable)?, failure: (any Error)?) {
     let isFirst = workState.withLock { state -> Bool in
-      guard state.result == nil else { return false }
-      state.result = outcome
+      guard !state.isComplete else { return false }
+      state.isComplete = true
+      state.failure = failure
+      state.value = value
       state.runner = nil
       return true
     }
@@ -183,19 +234,35 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
         .completedTwice, "complete was called again on a \(type(of: self)); ignored, the first result stands")
       return
     }
-    switch outcome {
-    case .success:
+    switch failure {
+    case nil:
       operationDone()
-    case .failure(let error) where error is CancellationError:
+    case let error? where error is CancellationError:
       // The body said "cancelled": the task is cancelled, as by `cancel()` (no lock is held here).
       if !isCancelRecorded {
         cancel()
       }
       operationDone()
-    case .failure(let error):
+    case let error?:
       operationDone(error: error)
     }
   }
+}
+
+/// A ``Work``'s outcome without its value, outside the generic class so that its type (and its
+/// box's) does not depend on `Output`: unspecialized generic code asks the runtime for the
+/// metadata of every generic type it touches (a `Result<Output, any Error>`, a type nested in
+/// `Work<Output>`), on every task.
+private struct WorkState {
+  /// Whether the outcome was recorded: the first completion, or a start after a cancel.
+  var isComplete = false
+  /// The outcome's error; `nil` in a complete state: a success, whose value is `value`.
+  var failure: (any Error)?
+  /// A success's value (an `Output`), boxed: fits the box's inline buffer unless it is larger
+  /// than three words, and asks the runtime for no metadata of a type made from `Output`.
+  var value: (any Sendable)?
+  /// The Swift task running an `async` body, so a cancel can reach it.
+  var runner: Task<Void, Never>?
 }
 
 extension JobController {
@@ -211,12 +278,13 @@ extension JobController {
   ///     if case .success(let entries) = result { visit(entries) }
   /// }
   /// ```
+  @inlinable
   public func trackAndQueue<Output>(
     resultOf work: Work<Output>,
     completion: @escaping @Sendable (Result<Output, any Error>) -> Void
   ) {
     trackAndQueue(work) { (finished: Work<Output>) in
-      completion(finished.result ?? .failure(finished.error ?? CancellationError()))
+      finished.deliverOutcome(to: completion)
     }
   }
 
@@ -238,7 +306,7 @@ extension JobController {
     completion: @escaping @Sendable (Result<Output, any Error>) -> Void
   ) {
     trackAndQueue(work, after: dependencies) { (finished: Work<Output>) in
-      completion(finished.result ?? .failure(finished.error ?? CancellationError()))
+      finished.deliverOutcome(to: completion)
     }
   }
 }

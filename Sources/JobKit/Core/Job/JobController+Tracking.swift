@@ -7,6 +7,7 @@ extension JobController {
   /// so `main()`'s thread, which tracks every task, takes it once less per task). Returns the
   /// node, or `nil` if it was not tracked.
   @discardableResult @inline(__always)
+  @usableFromInline
   func track(
     _ task: Operation, node: TrackedTask, queue: OperationQueue?, replacing previous: TrackedTask? = nil
   ) -> TrackedTask? {

@@ -149,12 +149,14 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
 
   /// Tracks `task`, which the caller queues itself; when it finishes, `completion` is called
   /// with it instead of ``taskFinished(_:)``, serially with the job's other callbacks.
+  @inlinable
   public func track<T: Operation>(_ task: T, completion: @escaping @Sendable (T) -> Void) {
     track(task, node: TrackedTaskWithCompletion(job: self, task: task, completion: completion), queue: nil)
   }
 
   /// Tracks `task` and adds it to ``taskQueue``; when it finishes, `completion` is called with
   /// it instead of ``taskFinished(_:)``, serially with the job's other callbacks.
+  @inlinable
   public func trackAndQueue<T: Operation>(_ task: T, completion: @escaping @Sendable (T) -> Void) {
     track(task, node: TrackedTaskWithCompletion(job: self, task: task, completion: completion), queue: taskQueue)
   }

@@ -8,6 +8,11 @@ import Foundation
 /// `job`, `group`, `operation`, `retry` and `timing` (the reference) never change after
 /// publication (the job's `track` transition sets `group`, under its lock, before it); `task` and `state` are only touched under the job's lock, or by the job's single
 /// router after the task finished.
+///
+/// Usable from inlinable code, so that a client's `trackAndQueue(_:completion:)` makes its
+/// ``TrackedTaskWithCompletion`` specialized, whose metadata is then cached in the client
+/// instead of looked up in the runtime's generic metadata cache for every task.
+@usableFromInline
 class TrackedTask: OperationFinishObserver, OperationStartObserver, @unchecked Sendable {
   // @unchecked Sendable: mutable fields are guarded by the owning job's lock (see above).
   let job: JobController
@@ -67,10 +72,12 @@ class TrackedTask: OperationFinishObserver, OperationStartObserver, @unchecked S
 }
 
 /// A tracked task with its own completion closure, typed to the task's class.
+@usableFromInline
 final class TrackedTaskWithCompletion<Task: Operation>: TrackedTask, @unchecked Sendable {
   // @unchecked Sendable: as for `TrackedTask`; `completion` is immutable and `@Sendable`.
   let completion: @Sendable (Task) -> Void
 
+  @usableFromInline
   init(job: JobController, task: Task, completion: @escaping @Sendable (Task) -> Void) {
     self.completion = completion
     super.init(job: job, task: task)
