@@ -29,6 +29,7 @@ extension RemoteWorker {
         }
         failures = 0
       } catch {
+        if state.withLock({ $0.stopping }) || Task.isCancelled { break }
         failures += 1
         logger.warning(
           "jobkit-postgres: claiming failed; retrying",
@@ -127,7 +128,10 @@ extension RemoteWorker {
 
   /// Stores a handler's outcome, fenced by the row's attempt and owner, then frees its slot.
   func finish(_ row: ClaimedRow, _ outcome: HandlerOutcome, owner: String) async {
-    let handedBack = state.withLock { $0.running[row.id]?.handedBack ?? false }
+    let handedBack = state.withLock { state -> Bool in
+      state.running[row.id]?.finishing = true
+      return state.running[row.id]?.handedBack ?? false
+    }
     if !handedBack {
       do {
         let stored = try await queue.retryingWhileUnreachable {
@@ -242,7 +246,9 @@ extension RemoteWorker {
     let lease = configuration.leaseDuration.seconds
     while !Task.isCancelled {
       try? await Task.sleep(for: configuration.heartbeatInterval)
-      let ids = state.withLock { state in state.running.filter { !$0.value.handedBack }.map(\.key) }
+      let ids = state.withLock { state in
+        state.running.filter { !$0.value.handedBack && !$0.value.finishing }.map(\.key)
+      }
       guard !ids.isEmpty, !Task.isCancelled else { continue }
       do {
         let rows = try await queue.client.query(
@@ -255,10 +261,19 @@ extension RemoteWorker {
         for try await (id, cancelRequested) in rows.decode((Int64, Bool).self) {
           kept[id] = cancelRequested
         }
-        let toCancel = state.withLock { state -> [Operation] in
-          ids.compactMap { id in kept[id] != false ? state.running[id]?.task : nil }
+        // A row that finished meanwhile is not lost: only handlers still running are looked at.
+        let (toCancel, lost) = state.withLock { state -> ([Operation], [Int64]) in
+          var toCancel: [Operation] = []
+          var lost: [Int64] = []
+          for id in ids {
+            guard let running = state.running[id], !running.finishing, !running.handedBack, kept[id] != false
+            else { continue }
+            toCancel.append(running.task)
+            if kept[id] == nil { lost.append(id) }
+          }
+          return (toCancel, lost)
         }
-        for id in ids where kept[id] == nil {
+        for id in lost {
           logger.warning(
             "jobkit-postgres: lease lost (the row was taken back); cancelling its handler",
             metadata: ["worker": "\(self.id)", "task": "\(id)"])

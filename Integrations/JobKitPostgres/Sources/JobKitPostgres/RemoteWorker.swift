@@ -251,6 +251,8 @@ struct WorkerState {
     let task: Operation
     /// Handed back at shutdown: its late outcome is dropped without a statement.
     var handedBack = false
+    /// The handler returned; its outcome is being stored.
+    var finishing = false
   }
 
   var registrations: [String: Registration] = [:]
