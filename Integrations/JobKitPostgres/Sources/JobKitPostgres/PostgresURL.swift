@@ -6,6 +6,7 @@ public struct PostgresURLError: Error, Sendable, CustomStringConvertible {
   /// What is wrong, with the password (if any) left out.
   public let message: String
 
+  /// The message, for logs.
   public var description: String { "invalid PostgreSQL URL: \(message)" }
 }
 

@@ -101,5 +101,6 @@ public struct RemoteQueueError: Error, Sendable, CustomStringConvertible {
   /// What is wrong.
   public let message: String
 
+  /// The message, for logs.
   public var description: String { "remote queue: \(message)" }
 }

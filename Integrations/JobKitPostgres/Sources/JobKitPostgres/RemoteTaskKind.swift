@@ -36,6 +36,7 @@ public struct RemoteTaskError: Error, Sendable, Equatable, CustomStringConvertib
     self.attempt = attempt
   }
 
+  /// The message, for logs.
   public var description: String { "remote task failed on attempt \(attempt): \(message)" }
 }
 

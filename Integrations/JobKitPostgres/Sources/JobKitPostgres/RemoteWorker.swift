@@ -197,7 +197,8 @@ struct KindRunner<K: RemoteTaskKind>: Sendable {
     do {
       decoded = try JSONDecoder().decode(K.Input.self, from: input)
     } catch {
-      return .failure(message: "the input does not decode as \(inputName) for kind '\(name)': \(error)", retryable: false)
+      return .failure(
+        message: "the input does not decode as \(inputName) for kind '\(name)': \(error)", retryable: false)
     }
     do {
       return .success(try JSONEncoder().encode(try await handler(decoded, context)))

@@ -7,13 +7,18 @@ import PostgresNIO
 /// A task that echoes its input after an optional sleep, recording each run in
 /// `jobkit_test_executions` (so tests count the runs of each key).
 public enum EchoKind: RemoteTaskKind {
+  /// What a test sends.
   public struct Input: Codable, Sendable, Equatable {
+    /// Echoed back.
     public var text: String
+    /// Echoed back (binary round trip).
     public var bytes: [UInt8]
+    /// How long the handler sleeps (cancellable) before it answers.
     public var sleepMilliseconds: Int
     /// The handler fails (throws) on attempts below this one.
     public var failBeforeAttempt: Int
 
+    /// An input; by default the handler answers at once, on the first attempt.
     public init(text: String, bytes: [UInt8] = [], sleepMilliseconds: Int = 0, failBeforeAttempt: Int = 0) {
       self.text = text
       self.bytes = bytes
@@ -22,26 +27,37 @@ public enum EchoKind: RemoteTaskKind {
     }
   }
 
+  /// What the handler answers.
   public struct Output: Codable, Sendable, Equatable {
+    /// The input's text.
     public var text: String
+    /// The input's bytes.
     public var bytes: [UInt8]
+    /// The attempt that answered.
     public var attempt: Int
+    /// The worker that answered.
     public var worker: String
   }
 
+  /// The kind's name in the table.
   public static let name = "echo"
 }
 
 /// A kind that no worker registers.
 public enum UnregisteredKind: RemoteTaskKind {
+  /// Any text.
   public typealias Input = String
+  /// Never produced.
   public typealias Output = String
+  /// The kind's name in the table.
   public static let name = "unregistered"
 }
 
 /// The error `EchoKind`'s handler throws before `failBeforeAttempt`.
 public struct PlannedFailure: Error, CustomStringConvertible {
+  /// The attempt that failed.
   public let attempt: Int
+  /// The stored message: quotes and semicolons on purpose.
   public var description: String { "planned failure on attempt \(attempt); with 'quotes'; and semicolons" }
 }
 
@@ -76,7 +92,8 @@ public enum TestSupport {
           try await Task.sleep(for: .milliseconds(input.sleepMilliseconds))
         } catch {
           let elapsed = ContinuousClock.now - start
-          let milliseconds = Int32(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)
+          let milliseconds = Int32(
+            elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)
           // Recorded from a task of its own: this one is cancelled.
           try await Task.detached {
             _ = try await client.query(
@@ -111,14 +128,22 @@ public enum TestSupport {
   public final class EchoJob: JobController, @unchecked Sendable {
     // @unchecked Sendable: `results` is touched only by the job's serial callbacks and read
     // after the job finished.
+    /// The queue the tasks go to.
     public let queue: RemoteQueue
+    /// How many tasks.
     public let count: Int
+    /// The keys' prefix.
     public let prefix: String
+    /// Each handler's sleep.
     public let sleepMilliseconds: Int
+    /// How many results each key got (1 each when routing is exactly-once).
     public private(set) var results: [String: Int] = [:]
+    /// The failures, by key.
     public private(set) var failureMessages: [String: String] = [:]
+    /// The outputs, by key.
     public private(set) var outputs: [String: EchoKind.Output] = [:]
 
+    /// A job of `count` echo tasks on `queue`.
     public init(queue: RemoteQueue, count: Int, prefix: String, sleepMilliseconds: Int = 0) {
       self.queue = queue
       self.count = count

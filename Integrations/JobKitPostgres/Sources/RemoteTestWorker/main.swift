@@ -64,9 +64,12 @@ struct ConnectTimeout: Error, CustomStringConvertible {
   var description: String { "no connection within \(seconds) s" }
 }
 
+// The client runs for the whole process (its run() may be called once), so a worker's
+// shutdown can still hand rows back after the service group stopped it.
+let clientRun = Task { await client.run() }
+
 /// Reaches the database (the schema and the test table), or exits with one clear error.
 func connect() async {
-  let clientRun = Task { await client.run() }
   do {
     try await withThrowingTaskGroup(of: Void.self) { group in
       group.addTask {
@@ -83,7 +86,6 @@ func connect() async {
   } catch {
     fail("cannot use the database: \(String(describing: error)) (\(String(reflecting: error).prefix(300)))")
   }
-  clientRun.cancel()
 }
 
 switch mode {
@@ -103,10 +105,7 @@ case "worker":
   say("ready")
   let group = ServiceGroup(
     configuration: .init(
-      services: [
-        .init(service: client),
-        .init(service: worker, successTerminationBehavior: .gracefullyShutdownGroup),
-      ],
+      services: [.init(service: worker, successTerminationBehavior: .gracefullyShutdownGroup)],
       gracefulShutdownSignals: [.sigterm, .sigint],
       logger: logger))
   do {
@@ -123,7 +122,6 @@ default:
     fail("job needs --count and --prefix", status: 2)
   }
   await connect()
-  let clientRun = Task { await client.run() }
   let job = TestSupport.EchoJob(
     queue: queue, count: count, prefix: prefix, sleepMilliseconds: Int(options["sleep"] ?? "") ?? 0)
   say("started")

@@ -35,7 +35,7 @@ struct RemoteTaskTests {
       let queue = try await TestDatabase.makeQueue(client)
       try await TestDatabase.withWorker(queue) { _ in
         let job = TestSupport.EchoJob(queue: queue, count: 300, prefix: "job")
-        try await job.run()
+        try await TestDatabase.run(job)
         #expect(job.results.count == 300)
         #expect(job.results.values.allSatisfy { $0 == 1 })
         #expect(job.failureMessages.isEmpty)

@@ -86,6 +86,26 @@ enum TestDatabase {
     }
   }
 
+  /// Runs `job`; fails the test (and cancels the job) if it has not finished after `timeout`.
+  static func run(_ job: JobController, timeout: Duration = .seconds(240)) async throws {
+    try await withThrowingTaskGroup(of: Bool.self) { group in
+      group.addTask {
+        try await job.run()
+        return true
+      }
+      group.addTask {
+        try await Task.sleep(for: timeout)
+        return false
+      }
+      let finished = try await group.next() ?? false
+      group.cancelAll()
+      if !finished {
+        Issue.record("the job did not finish within \(timeout)")
+        throw CancellationError()
+      }
+    }
+  }
+
   /// Polls `condition` every 50 ms until it holds; fails the test after `timeout`.
   static func eventually(
     _ what: String, timeout: Duration = .seconds(30), _ condition: @Sendable () async throws -> Bool
