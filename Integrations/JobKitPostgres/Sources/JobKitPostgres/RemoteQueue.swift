@@ -158,6 +158,34 @@ struct RemoteRow: Sendable {
 }
 
 extension RemoteQueue {
+  /// Listens on the queue's "new" channel (`done == false`) or "done" channel until the calling
+  /// task is cancelled, reconnecting 250 ms after the connection ends. `onListening` runs each
+  /// time the `LISTEN` took effect (notifications sent before are lost: look everything up
+  /// then), `onNotification` with each payload.
+  func listen(
+    done: Bool, logger: Logger, onListening: @Sendable () -> Void, onNotification: @Sendable (String) -> Void
+  ) async {
+    while !Task.isCancelled {
+      do {
+        let channels = try await channels()
+        try await client.withConnection { connection in
+          try await connection.listen(on: done ? channels.done : channels.new) { notifications in
+            onListening()
+            for try await notification in notifications {
+              onNotification(notification.payload)
+            }
+          }
+        }
+      } catch {
+        if Task.isCancelled { return }
+        logger.info(
+          "jobkit-postgres: a LISTEN connection ended; reconnecting",
+          metadata: ["queue": "\(name)", "error": "\(String(reflecting: error))"])
+      }
+      try? await Task.sleep(for: .milliseconds(250))
+    }
+  }
+
   /// Runs `body`, again every 250 ms while it fails because the database cannot be reached, for
   /// at most ``Configuration/reconnectTimeout``. Other errors are thrown at once.
   func retryingWhileUnreachable<Result: Sendable>(

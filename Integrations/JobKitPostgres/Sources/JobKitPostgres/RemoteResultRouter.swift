@@ -131,31 +131,16 @@ final class RemoteResultRouter: Sendable {
   }
 
   private func listen(_ queue: RemoteQueue) async {
-    while !Task.isCancelled {
-      do {
-        let channel = try await queue.channels().done
-        try await client.withConnection { connection in
-          try await connection.listen(on: channel) { notifications in
-            // Listening now: anything that finished before is found by a full look-up.
-            self.state.withLock { $0.checkAll = true }
-            self.wake.signal()
-            for try await notification in notifications {
-              if let id = Int64(notification.payload) {
-                self.state.withLock { state in
-                  if state.waiters[id] != nil { state.toCheck.insert(id) }
-                }
-                self.wake.signal()
-              }
-            }
-          }
-        }
-      } catch {
-        if Task.isCancelled { return }
-        logger.info(
-          "jobkit-postgres: the results' LISTEN connection ended; reconnecting",
-          metadata: ["queue": "\(queue.name)", "error": "\(String(reflecting: error))"])
+    await queue.listen(done: true, logger: logger) {
+      // Listening now: anything that finished before is found by a full look-up.
+      state.withLock { $0.checkAll = true }
+      wake.signal()
+    } onNotification: { payload in
+      guard let id = Int64(payload) else { return }
+      state.withLock { state in
+        if state.waiters[id] != nil { state.toCheck.insert(id) }
       }
-      try? await Task.sleep(for: .milliseconds(250))
+      wake.signal()
     }
   }
 }

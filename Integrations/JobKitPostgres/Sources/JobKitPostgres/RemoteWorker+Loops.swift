@@ -219,24 +219,10 @@ extension RemoteWorker {
 
   /// Wakes the claim loop whenever rows become available (insert, retry, rescue, hand-back).
   func listenForWork() async {
-    while !Task.isCancelled {
-      do {
-        let channel = try await queue.channels().new
-        try await queue.client.withConnection { connection in
-          try await connection.listen(on: channel) { notifications in
-            self.wake.signal()
-            for try await _ in notifications {
-              self.wake.signal()
-            }
-          }
-        }
-      } catch {
-        if Task.isCancelled { return }
-        logger.info(
-          "jobkit-postgres: the worker's LISTEN connection ended; reconnecting",
-          metadata: ["worker": "\(id)", "error": "\(String(reflecting: error))"])
-      }
-      try? await Task.sleep(for: .milliseconds(250))
+    await queue.listen(done: false, logger: logger) {
+      wake.signal()
+    } onNotification: { _ in
+      wake.signal()
     }
   }
 

@@ -72,7 +72,7 @@ public enum TestSupport {
         """
         CREATE TABLE IF NOT EXISTS jobkit_test_executions (
           queue text NOT NULL, key text NOT NULL, attempt integer NOT NULL, worker text NOT NULL,
-          cancelled_after_ms integer)
+          cancelled_after_ms integer, cancelled_at timestamptz)
         """, logger: logger)
     }
   }
@@ -98,7 +98,7 @@ public enum TestSupport {
           try await Task.detached {
             _ = try await client.query(
               """
-              UPDATE jobkit_test_executions SET cancelled_after_ms = \(milliseconds)
+              UPDATE jobkit_test_executions SET cancelled_after_ms = \(milliseconds), cancelled_at = clock_timestamp()
               WHERE queue = \(queue) AND key = \(context.idempotencyKey) AND attempt = \(Int32(context.attempt))
               """)
           }.value

@@ -131,3 +131,8 @@ enum TestDatabase {
     return rows
   }
 }
+
+/// Every suite that uses the server, one test at a time: the restart test takes the server away
+/// from everyone, and the multi-process tests keep both cores busy.
+@Suite(.enabled(if: TestDatabase.isAvailable, TestDatabase.skipMessage), .serialized)
+struct DatabaseTests {}
