@@ -24,6 +24,13 @@ LoggingSystem.bootstrap { label in
   return handler
 }
 let logger = Logger(label: "remote-bench")
+/// The client's own log, errors only: it warns about queries issued before its `run()` task got
+/// going, which it holds until it does.
+let clientLogger: Logger = {
+  var logger = Logger(label: "remote-bench.postgres")
+  logger.logLevel = .error
+  return logger
+}()
 
 func fatal(_ message: String) -> Never {
   FileHandle.standardError.write(Data("remote-bench: \(message)\n".utf8))
@@ -48,7 +55,7 @@ func argument(_ name: String) -> String? {
 }
 
 let mode = CommandLine.arguments.dropFirst().first ?? ""
-let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+let client = PostgresClient(configuration: configuration, backgroundLogger: clientLogger)
 
 switch mode {
 case "worker":
