@@ -118,7 +118,7 @@ for pid in "${workers[@]}"; do wait "$pid" || fail "a worker exited with status 
 workers=()
 
 # 3. Two workers, one killed with SIGKILL once the job has hashed some files, at a moment when
-#    the database shows it running tasks (rows it claimed: they are what must run again).
+#    the database shows it holding tasks (rows it claimed: they are what must run again).
 queue=check-kill
 start_worker victim
 victim=${workers[0]}
@@ -130,21 +130,28 @@ held() {  # rows the victim claimed and did not finish
   psql "$JOBKIT_POSTGRES_URL" -Atc \
     "SELECT count(*) FROM jobkit_remote_tasks WHERE queue = '$queue' AND owner LIKE 'victim/%' AND state = 'running'"
 }
+# The victim is frozen (SIGSTOP) before the table is read, so that what it holds cannot change
+# between the look and the kill; if it holds nothing, it is thawed and looked at again later.
 killed=no
+interrupted=0
 for _ in $(seq 1200); do
   kill -0 "$job" 2>/dev/null || break
-  if grep -q "files hashed" "$work/job.log" && [[ "$(held)" -gt 0 ]]; then
-    kill -9 "$victim"
-    wait "$victim" 2>/dev/null || true
-    killed=yes
-    break
+  if grep -q "files hashed" "$work/job.log"; then
+    kill -STOP "$victim"
+    sleep 0.2  # a statement the victim sent before the stop finishes on the server
+    interrupted=$(held)
+    if [[ "$interrupted" -gt 0 ]]; then
+      kill -9 "$victim"
+      wait "$victim" 2>/dev/null || true
+      killed=yes
+      break
+    fi
+    kill -CONT "$victim"
   fi
   sleep 0.05
 done
 kill -0 "$job" 2>/dev/null || fail "the job finished before a worker could be killed (raise FILES)"
 [[ $killed == yes ]] || fail "the victim was never seen running a task ($(tail -1 "$work/job.log"))"
-interrupted=$(held)
-[[ "$interrupted" -gt 0 ]] || fail "the victim finished its tasks before the kill landed (a race: run again)"
 echo "check-tree-hash: killed worker 'victim' holding $interrupted tasks, after: $(grep "files hashed" "$work/job.log" | tail -1)"
 wait "$job" || { cat "$work/job.log" >&2; fail "the job failed after the kill"; }
 compare "distributed, a worker killed mid-run" "$work/killed"
