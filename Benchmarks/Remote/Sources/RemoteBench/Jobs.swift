@@ -1,15 +1,13 @@
 import JobKit
 import JobKitPostgres
 
-/// Tracks `count` no-op remote tasks at once and counts the results that came back right.
-final class ManyRemoteTasks: JobController, @unchecked Sendable {
-  // @unchecked Sendable: `correct` is only touched by the job's callbacks, which JobKit runs one
-  // at a time, and read after the job finished.
-  private let count: Int
-  private let queue: RemoteQueue
-  private let keyPrefix: String
-  /// Tasks whose output was their input.
-  private(set) var correct = 0
+/// A job of no-op remote tasks on one queue: task `index` has input `index` and key
+/// `keyPrefix-index`.
+class NoOpTasksJob: JobController, @unchecked Sendable {
+  // @unchecked Sendable: the stored properties are immutable; subclasses say why theirs are safe.
+  let count: Int
+  let queue: RemoteQueue
+  let keyPrefix: String
 
   init(count: Int, queue: RemoteQueue, keyPrefix: String) {
     self.count = count
@@ -18,11 +16,23 @@ final class ManyRemoteTasks: JobController, @unchecked Sendable {
     super.init()
   }
 
+  /// The remote task for `index`.
+  func work(_ index: Int) -> RemoteWork<NoOp> {
+    RemoteWork<NoOp>(index, queue: queue, idempotencyKey: "\(keyPrefix)-\(index)")
+  }
+}
+
+/// Tracks `count` no-op remote tasks at once and counts the results that came back right.
+final class ManyRemoteTasks: NoOpTasksJob, @unchecked Sendable {
+  // @unchecked Sendable: `correct` is only touched by the job's callbacks, which JobKit runs one
+  // at a time, and read after the job finished.
+  /// Tasks whose output was their input.
+  private(set) var correct = 0
+
   override func main() {
     for index in 0..<count {
-      let work = RemoteWork<NoOp>(index, queue: queue, idempotencyKey: "\(keyPrefix)-\(index)")
-      trackAndQueue(resultOf: work) { [self] result in
-        if case .success(let output) = result, output == index {
+      trackAndQueue(resultOf: work(index)) { [self] result in
+        if (try? result.get()) == index {
           correct += 1
         }
       }
@@ -32,24 +42,14 @@ final class ManyRemoteTasks: JobController, @unchecked Sendable {
 
 /// Runs `count` no-op remote tasks one after another, each tracked when the previous one's
 /// completion ran, and records the time from each `trackAndQueue` to its completion.
-final class SequentialRemoteTasks: JobController, @unchecked Sendable {
+final class SequentialRemoteTasks: NoOpTasksJob, @unchecked Sendable {
   // @unchecked Sendable: the state is only touched by main() and the job's callbacks, which
   // JobKit runs one at a time, and read after the job finished.
-  private let count: Int
-  private let queue: RemoteQueue
-  private let keyPrefix: String
   private let stopwatch = ContinuousClock()
   /// Each task's time from `trackAndQueue` to its completion, in order.
   private(set) var latencies: [Duration] = []
   /// Tasks whose output was not their input.
   private(set) var wrong = 0
-
-  init(count: Int, queue: RemoteQueue, keyPrefix: String) {
-    self.count = count
-    self.queue = queue
-    self.keyPrefix = keyPrefix
-    super.init()
-  }
 
   override func main() {
     next()
@@ -58,9 +58,9 @@ final class SequentialRemoteTasks: JobController, @unchecked Sendable {
   private func next() {
     let index = latencies.count
     guard index < count else { return }
-    let work = RemoteWork<NoOp>(index, queue: queue, idempotencyKey: "\(keyPrefix)-\(index)")
+    let task = work(index)
     let start = stopwatch.now
-    trackAndQueue(resultOf: work) { [self] result in
+    trackAndQueue(resultOf: task) { [self] result in
       latencies.append(stopwatch.now - start)
       if (try? result.get()) != index {
         wrong += 1
