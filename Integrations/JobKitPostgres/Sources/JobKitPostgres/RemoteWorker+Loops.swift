@@ -14,18 +14,42 @@ extension RemoteWorker {
     let key: String
   }
 
+  /// Claims rows while slots are free. While a backlog lasts (the last claim filled its batch),
+  /// a claim waits for half a batch of free slots, at most 10 ms, so that claims stay batches
+  /// instead of one row per finished handler; otherwise any free slot is filled at once. Expired
+  /// leases are rescued first, at most every `min(heartbeat, lease / 2)`.
   func claimLoop(owner: String) async {
+    let clock = ContinuousClock()
+    let rescueInterval = min(configuration.heartbeatInterval, configuration.leaseDuration / 2)
+    let halfBatch = max(1, min(configuration.batchSize, configuration.maxConcurrent) / 2)
+    var lastRescue: ContinuousClock.Instant?
+    var backlog = false
+    var shortSince: ContinuousClock.Instant?
     var failures = 0
     while !state.withLock({ $0.stopping }) && !Task.isCancelled {
       var fullBatch = false
       do {
-        try await rescueExpired()
-        let free = state.withLock { configuration.maxConcurrent - $0.running.count }
+        if lastRescue.map({ clock.now - $0 >= rescueInterval }) ?? true {
+          try await rescueExpired()
+          lastRescue = clock.now
+        }
+        let (free, idle) = state.withLock { (configuration.maxConcurrent - $0.running.count, $0.running.isEmpty) }
+        if free > 0, backlog, !idle, free < halfBatch {
+          let since = shortSince ?? clock.now
+          shortSince = since
+          let left = .milliseconds(10) - (clock.now - since)
+          if left > .zero {
+            await wake.wait(timeout: left)
+            continue
+          }
+        }
+        shortSince = nil
         if free > 0 {
           let limit = min(configuration.batchSize, free)
           let rows = try await claim(limit: limit, owner: owner)
           for row in rows { dispatch(row, owner: owner) }
           fullBatch = rows.count == limit
+          backlog = fullBatch
         }
         failures = 0
       } catch {
@@ -38,7 +62,7 @@ extension RemoteWorker {
         continue
       }
       if !fullBatch {
-        await wake.wait(timeout: configuration.pollInterval)
+        await wake.wait(timeout: min(configuration.pollInterval, rescueInterval))
       }
     }
   }

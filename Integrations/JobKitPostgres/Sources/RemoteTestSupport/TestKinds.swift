@@ -81,11 +81,13 @@ public enum TestSupport {
   public static func registerEcho(on worker: RemoteWorker, client: PostgresClient, maxConcurrent: Int? = nil) {
     let queue = worker.queue.name
     worker.register(EchoKind.self, maxConcurrent: maxConcurrent) { input, context in
-      try await client.query(
-        """
-        INSERT INTO jobkit_test_executions (queue, key, attempt, worker)
-        VALUES (\(queue), \(context.idempotencyKey), \(Int32(context.attempt)), \(context.workerID))
-        """)
+      try await withStatementTimeout {
+        try await client.query(
+          """
+          INSERT INTO jobkit_test_executions (queue, key, attempt, worker)
+          VALUES (\(queue), \(context.idempotencyKey), \(Int32(context.attempt)), \(context.workerID))
+          """)
+      }
       if input.sleepMilliseconds > 0 {
         let start = ContinuousClock.now
         do {
@@ -109,6 +111,44 @@ public enum TestSupport {
         throw PlannedFailure(attempt: context.attempt)
       }
       return EchoKind.Output(text: input.text, bytes: input.bytes, attempt: context.attempt, worker: context.workerID)
+    }
+  }
+
+  /// Runs `statement`, again after an error or 3 s without an answer (at most 10 times): a statement sent
+  /// while the server restarts can wait for ever in the client's pool.
+  static func withStatementTimeout(_ statement: @escaping @Sendable () async throws -> PostgresRowSequence)
+    async throws
+  {
+    for _ in 1...10 {
+      // Unstructured: a statement that never answers must not hold this handler.
+      let answered = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+        let first = FirstOutcome()
+        Task {
+          let succeeded = (try? await statement()) != nil
+          if first.claim() { continuation.resume(returning: succeeded) }
+        }
+        Task {
+          try? await Task.sleep(for: .seconds(3))
+          if first.claim() { continuation.resume(returning: false) }
+        }
+      }
+      if answered { return }
+      try? await Task.sleep(for: .milliseconds(300))
+    }
+  }
+
+  /// Lets exactly one of two racing tasks resume a continuation.
+  final class FirstOutcome: @unchecked Sendable {
+    // @unchecked Sendable: `claimed` is only touched with `lock` held.
+    private let lock = NSLock()
+    private var claimed = false
+
+    func claim() -> Bool {
+      lock.lock()
+      defer { lock.unlock() }
+      if claimed { return false }
+      claimed = true
+      return true
     }
   }
 
