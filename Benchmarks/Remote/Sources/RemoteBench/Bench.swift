@@ -1,0 +1,213 @@
+import Foundation
+import JobKit
+import JobKitPostgres
+import Logging
+import PostgresNIO
+
+/// What the benchmark measures, from the environment: `N` tasks per run (default 10,000),
+/// `WORKERS` worker process counts (default "1 2 4"), `SAMPLES` latency samples (default 200).
+struct Settings: Sendable {
+  var tasks = 10_000
+  var workerCounts = [1, 2, 4]
+  var samples = 200
+  /// The claim's batch size, the library's default; the floor uses the same.
+  var batch = RemoteWorker.Configuration().batchSize
+
+  init(environment: [String: String]) {
+    if let value = environment["N"].flatMap(Int.init), value > 0 { tasks = value }
+    if let value = environment["SAMPLES"].flatMap(Int.init), value > 0 { samples = value }
+    if let list = environment["WORKERS"] {
+      let counts = list.split(whereSeparator: { $0 == " " || $0 == "," }).compactMap { Int($0) }.filter { $0 > 0 }
+      if !counts.isEmpty { workerCounts = counts }
+    }
+  }
+}
+
+/// One run's figures.
+struct RunFigures: Sendable {
+  var tasksPerSecond: Double
+  /// Statements the database executed per task (see ``StatementCounter``).
+  var statementsPerTask: Double
+}
+
+/// A run that did not do what it should (a task missing or wrong, a worker's bad exit).
+struct BenchFailure: Error, CustomStringConvertible {
+  var description: String
+}
+
+/// The measurements, each against the server at `JOBKIT_POSTGRES_URL`, each on a queue of its
+/// own (a fresh name per run, so nothing is left from an earlier one).
+struct Bench: Sendable {
+  let client: PostgresClient
+  let logger: Logger
+  let settings: Settings
+  let counter: StatementCounter
+  private let runID = String(UUID().uuidString.prefix(8)).lowercased()
+
+  init(client: PostgresClient, logger: Logger, settings: Settings, counter: StatementCounter) {
+    self.client = client
+    self.logger = logger
+    self.settings = settings
+    self.counter = counter
+  }
+
+  /// Rows inserted at once, then drained by `workers` processes: `RemoteWorker`s (`library`) or
+  /// the hand-written floor loop. The time is the database's: from the insert to the last
+  /// completion.
+  func drain(library: Bool, workers: Int) async throws -> RunFigures {
+    let queue = "bench-\(runID)-\(library ? "lib" : "floor")-\(workers)"
+    let children = try (1...workers).map { index in
+      try Child(
+        library
+          ? ["worker", "--queue", queue, "--id", "lib-\(index)"]
+          : ["floor-worker", "--queue", queue, "--batch", "\(settings.batch)"])
+    }
+    if library {
+      try await waitForBackends(count: workers, matching: "listen%", containing: md5(queue))
+    } else {
+      try await waitForBackends(count: workers, matching: "%floor ready%", containing: queue)
+    }
+    let before = try await counter.read()
+    try await client.query(
+      """
+      INSERT INTO jobkit_remote_tasks (queue, kind, idempotency_key, input, max_attempts) /* remote-bench */
+      SELECT \(queue), \(NoOp.name), 'k' || g, convert_to(g::text, 'UTF8'), 5
+      FROM generate_series(1, \(Int64(settings.tasks))) AS g
+      """, logger: logger)
+    if !library {
+      for child in children { child.send("go") }
+    }
+    try await waitUntilCompleted(queue: queue)
+    let seconds = try await drainSeconds(queue: queue)
+    for child in children {
+      // A RemoteWorker runs until told to stop; the floor loop ends when the queue is empty.
+      let status: Int32
+      if library {
+        status = await child.stop()
+      } else {
+        status = await child.exited()
+      }
+      guard status == 0 else { throw BenchFailure(description: "a worker of \(queue) exited with status \(status)") }
+    }
+    let statements = try await counter.read() - before
+    return RunFigures(
+      tasksPerSecond: Double(settings.tasks) / seconds, statementsPerTask: Double(statements) / Double(settings.tasks))
+  }
+
+  /// A job tracks every task as a `RemoteWork` at once; `workers` worker processes run them. The
+  /// time is the job's `run()`, from its start to its last routed result.
+  func endToEnd(workers: Int) async throws -> RunFigures {
+    let queue = RemoteQueue(client: client, name: "bench-\(runID)-job-\(workers)")
+    let children = try (1...workers).map { try Child(["worker", "--queue", queue.name, "--id", "job-\($0)"]) }
+    try await waitForBackends(count: workers, matching: "listen%", containing: md5(queue.name))
+    let before = try await counter.read()
+    let job = ManyRemoteTasks(count: settings.tasks, queue: queue, keyPrefix: "k")
+    let clock = ContinuousClock()
+    let start = clock.now
+    try await job.run()
+    let elapsed = clock.now - start
+    for child in children {
+      let status = await child.stop()
+      guard status == 0 else {
+        throw BenchFailure(description: "a worker of \(queue.name) exited with status \(status)")
+      }
+    }
+    guard job.correct == settings.tasks else {
+      throw BenchFailure(description: "\(queue.name): \(job.correct) of \(settings.tasks) results came back right")
+    }
+    let statements = try await counter.read() - before
+    return RunFigures(
+      tasksPerSecond: Double(settings.tasks) / elapsed.seconds,
+      statementsPerTask: Double(statements) / Double(settings.tasks))
+  }
+
+  /// One worker on an idle queue; one task at a time, each tracked after the previous one's
+  /// completion; the time from `trackAndQueue` to the completion. The first five are left out
+  /// (connections opening).
+  func latencies() async throws -> [Duration] {
+    let warmUp = 5
+    let queue = RemoteQueue(client: client, name: "bench-\(runID)-latency")
+    let worker = try Child(["worker", "--queue", queue.name, "--id", "latency"])
+    try await waitForBackends(count: 1, matching: "listen%", containing: md5(queue.name))
+    let job = SequentialRemoteTasks(count: warmUp + settings.samples, queue: queue, keyPrefix: "k")
+    try await job.run()
+    let status = await worker.stop()
+    guard status == 0 else { throw BenchFailure(description: "the latency worker exited with status \(status)") }
+    guard job.wrong == 0, job.latencies.count == warmUp + settings.samples else {
+      throw BenchFailure(description: "latency: \(job.wrong) wrong results")
+    }
+    return Array(job.latencies.dropFirst(warmUp))
+  }
+
+  // MARK: - Helpers
+
+  private func md5(_ text: String) async throws -> String {
+    for try await (hash) in try await client.query("SELECT md5(\(text)) /* remote-bench */", logger: logger).decode(
+      String.self)
+    {
+      return hash
+    }
+    throw BenchFailure(description: "md5 returned nothing")
+  }
+
+  /// Waits (60 s at most) until `count` backends' last query is like `pattern` and contains
+  /// `text`: the workers' `LISTEN` on the queue's channel, or the floor's ready mark.
+  private func waitForBackends(count: Int, matching pattern: String, containing text: String) async throws {
+    let clock = ContinuousClock()
+    let deadline = clock.now + .seconds(60)
+    while clock.now < deadline {
+      let rows = try await client.query(
+        """
+        SELECT count(*)::bigint /* remote-bench */ FROM pg_stat_activity
+        WHERE query ILIKE \(pattern) AND position(\(text) IN query) > 0 AND query NOT LIKE '%remote-bench */ FROM%'
+        """, logger: logger)
+      for try await (found) in rows.decode(Int64.self) where found >= count {
+        return
+      }
+      try await Task.sleep(for: .milliseconds(20))
+    }
+    throw BenchFailure(description: "the workers did not get ready within 60 s")
+  }
+
+  /// Waits (10 minutes at most) until every row of `queue` is completed; a failed or cancelled
+  /// row is a failure.
+  private func waitUntilCompleted(queue: String) async throws {
+    let clock = ContinuousClock()
+    let deadline = clock.now + .seconds(600)
+    while clock.now < deadline {
+      let rows = try await client.query(
+        """
+        SELECT count(*) FILTER (WHERE state = 'completed')::bigint,
+          count(*) FILTER (WHERE state IN ('failed', 'cancelled'))::bigint /* remote-bench */
+        FROM jobkit_remote_tasks WHERE queue = \(queue)
+        """, logger: logger)
+      for try await (completed, ended) in rows.decode((Int64, Int64).self) {
+        guard ended == 0 else { throw BenchFailure(description: "\(queue): \(ended) tasks failed or were cancelled") }
+        if completed == settings.tasks { return }
+      }
+      try await Task.sleep(for: .milliseconds(50))
+    }
+    throw BenchFailure(description: "\(queue): not completed within 10 minutes")
+  }
+
+  /// The database's time from the rows' insert to the last completion.
+  private func drainSeconds(queue: String) async throws -> Double {
+    let rows = try await client.query(
+      """
+      SELECT extract(epoch FROM max(finished_at) - min(created_at))::float8 /* remote-bench */
+      FROM jobkit_remote_tasks WHERE queue = \(queue)
+      """, logger: logger)
+    for try await (seconds) in rows.decode(Double.self) {
+      return seconds
+    }
+    throw BenchFailure(description: "\(queue): no rows")
+  }
+}
+
+extension Duration {
+  /// The duration in seconds.
+  var seconds: Double {
+    let (seconds, attoseconds) = components
+    return Double(seconds) + Double(attoseconds) / 1e18
+  }
+}

@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# Checks the tree-hash sample (Integrations/JobKitPostgres/Sources/TreeHash) end to end on a
+# generated tree:
+#   1. in process (no database) == an independent computation of the same Merkle definition
+#      (Python's hashlib, below), for every directory (--dirs);
+#   2. distributed, 2 worker processes == the same;
+#   3. distributed, one of the 2 workers killed with SIGKILL while it runs tasks == the same;
+#      its tasks run again elsewhere once their lease expired (rows with attempt > 1 are counted
+#      and must exist).
+# Runs under Integrations/JobKitPostgres/scripts/with-postgres (a throwaway PostgreSQL) unless
+# JOBKIT_POSTGRES_URL is set already. CONFIG=release builds in release (default debug);
+# FILES=N files in the tree (default 800).
+#
+#     bash Benchmarks/Remote/check-tree-hash.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+package=Integrations/JobKitPostgres
+if [[ -z "${JOBKIT_POSTGRES_URL:-}" ]]; then
+  exec bash "$package/scripts/with-postgres" bash "$0" "$@"
+fi
+config=${CONFIG:-debug}
+files=${FILES:-800}
+
+# SCRATCH: the build folder (CI passes the package tests' own, so nothing is built twice).
+build=(swift build --package-path "$package" --scratch-path "${SCRATCH:-$package/.build-sample}" -c "$config")
+"${build[@]}" --product tree-hash
+treehash="$("${build[@]}" --show-bin-path)/tree-hash"
+
+work=$(mktemp -d)
+workers=()
+cleanup() {
+  for pid in "${workers[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+fail() {
+  echo "check-tree-hash: FAIL: $*" >&2
+  exit 1
+}
+
+# The tree: seeded; names with spaces, quotes, semicolons and non-ASCII letters; empty files and
+# directories; sizes around SHA-256's 64-byte blocks and its 56-byte padding limit; a symbolic
+# link and a FIFO, which the definition leaves out.
+python3 - "$work/tree" "$files" <<'EOF'
+import os, random, sys
+root, count = sys.argv[1], int(sys.argv[2])
+rng = random.Random(35)
+directories = [root]
+os.makedirs(root)
+for index in range(count):
+    if rng.random() < 0.08:
+        directory = os.path.join(rng.choice(directories), rng.choice(["d", "sub dir ", "é-", "x;'"]) + str(index))
+        os.makedirs(directory)
+        directories.append(directory)
+    size = rng.choice([0, 1, 55, 56, 63, 64, 65, 119, 120, 4096, rng.randrange(0, 60000), rng.randrange(0, 600000)])
+    name = rng.choice(["file", "a b", "q'uote", "semi;colon", "ünï"]) + f"-{index}.bin"
+    with open(os.path.join(rng.choice(directories), name), "wb") as out:
+        out.write(rng.randbytes(size))
+os.makedirs(os.path.join(root, "empty", "emptier"))
+os.symlink("..", os.path.join(root, "link-to-parent"))
+os.mkfifo(os.path.join(root, "fifo"))
+EOF
+
+# The same Merkle definition, computed independently (see MerkleTree.swift): a file is the
+# SHA-256 of its bytes; a directory the SHA-256 of "f|d HEX NAME\0" per entry in byte order of
+# the names; links, FIFOs and devices left out.
+python3 - "$work/tree" >"$work/expected" <<'EOF'
+import hashlib, os, sys
+hashes = {}
+def tree(path, relative):
+    records = []
+    with os.scandir(path) as scan:
+        entries = sorted(scan, key=lambda entry: os.fsencode(entry.name))
+    for entry in entries:
+        child = entry.name if relative == "." else relative + "/" + entry.name
+        if entry.is_dir(follow_symlinks=False):
+            kind, digest = b"d", tree(entry.path, child)
+        elif entry.is_file(follow_symlinks=False):
+            with open(entry.path, "rb") as data:
+                kind, digest = b"f", hashlib.sha256(data.read()).hexdigest()
+        else:
+            continue
+        records.append(kind + b" " + digest.encode() + b" " + os.fsencode(entry.name) + b"\0")
+    hashes[relative] = hashlib.sha256(b"".join(records)).hexdigest()
+    return hashes[relative]
+tree(sys.argv[1], ".")
+print(f"{hashes['.']}  .")
+for relative in sorted((r for r in hashes if r != "."), key=os.fsencode):
+    print(f"{hashes[relative]}  {relative}")
+EOF
+echo "check-tree-hash: $(find "$work/tree" -type f | wc -l) files, $(wc -l <"$work/expected") directories"
+
+compare() {  # compare LABEL FILE
+  if ! cmp -s "$work/expected" "$2"; then
+    diff "$work/expected" "$2" | head -20 >&2
+    fail "$1: the hashes differ from the independent computation"
+  fi
+  echo "check-tree-hash: $1: same $(wc -l <"$2") directory hashes, root $(head -c 16 "$2")..."
+}
+
+"$treehash" --dirs "$work/tree" >"$work/in-process"
+compare "in process" "$work/in-process"
+
+start_worker() {  # start_worker NAME
+  "$treehash" worker --database "$JOBKIT_POSTGRES_URL" --queue "$queue" --id "$1" --concurrency 2 --lease 5 \
+    2>"$work/$1.log" &
+  workers+=($!)
+}
+
+# 2. Two workers, no fault.
+queue=check-plain
+start_worker plain-1
+start_worker plain-2
+"$treehash" --dirs --database "$JOBKIT_POSTGRES_URL" --queue "$queue" "$work/tree" >"$work/distributed"
+compare "distributed, 2 workers" "$work/distributed"
+for pid in "${workers[@]}"; do kill -TERM "$pid"; done
+for pid in "${workers[@]}"; do wait "$pid" || fail "a worker exited with status $? after SIGTERM"; done
+workers=()
+
+# 3. Two workers, one killed with SIGKILL once the job has hashed some files, at a moment when
+#    the database shows it holding tasks (rows it claimed: they are what must run again).
+queue=check-kill
+start_worker victim
+victim=${workers[0]}
+start_worker survivor
+"$treehash" --dirs --progress --database "$JOBKIT_POSTGRES_URL" --queue "$queue" "$work/tree" \
+  >"$work/killed" 2>"$work/job.log" &
+job=$!
+held() {  # rows the victim claimed and did not finish
+  psql "$JOBKIT_POSTGRES_URL" -Atc \
+    "SELECT count(*) FROM jobkit_remote_tasks WHERE queue = '$queue' AND owner LIKE 'victim/%' AND state = 'running'"
+}
+# The victim is frozen (SIGSTOP) before the table is read, so that what it holds cannot change
+# between the look and the kill; if it holds nothing, it is thawed and looked at again later.
+killed=no
+interrupted=0
+for _ in $(seq 1200); do
+  kill -0 "$job" 2>/dev/null || break
+  if grep -q "files hashed" "$work/job.log"; then
+    kill -STOP "$victim"
+    sleep 0.2  # a statement the victim sent before the stop finishes on the server
+    interrupted=$(held)
+    if [[ "$interrupted" -gt 0 ]]; then
+      kill -9 "$victim"
+      wait "$victim" 2>/dev/null || true
+      killed=yes
+      break
+    fi
+    kill -CONT "$victim"
+  fi
+  sleep 0.05
+done
+kill -0 "$job" 2>/dev/null || fail "the job finished before a worker could be killed (raise FILES)"
+[[ $killed == yes ]] || fail "the victim was never seen running a task ($(tail -1 "$work/job.log"))"
+echo "check-tree-hash: killed worker 'victim' holding $interrupted tasks, after: $(grep "files hashed" "$work/job.log" | tail -1)"
+wait "$job" || { cat "$work/job.log" >&2; fail "the job failed after the kill"; }
+compare "distributed, a worker killed mid-run" "$work/killed"
+reruns=$(psql "$JOBKIT_POSTGRES_URL" -Atc \
+  "SELECT count(*) FROM jobkit_remote_tasks WHERE queue = '$queue' AND attempt > 1")
+[[ "$reruns" -ge "$interrupted" ]] || fail "$reruns tasks ran again, fewer than the $interrupted the victim held"
+echo "check-tree-hash: $reruns tasks ran again (attempt 2) after the victim's lease expired"
+kill -TERM "${workers[1]}"
+wait "${workers[1]}" || fail "the surviving worker exited with status $? after SIGTERM"
+workers=()
+echo "check-tree-hash: 3 passed, 0 failed"

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Runs remote-bench (this package) against a throwaway PostgreSQL started by
+# Integrations/JobKitPostgres/scripts/with-postgres, and prints its markdown table.
+#
+#     bash Benchmarks/Remote/run.sh                       10,000 tasks, 1/2/4 workers, release
+#     N=500 SAMPLES=50 CONFIG=debug bash Benchmarks/Remote/run.sh
+#                                                         the smoke run: every task completes
+#
+# The server is restarted once with pg_stat_statements loaded, so that the statements per task
+# are counted exactly. Timings are wall clock on a shared machine: noisy, not a test.
+set -euo pipefail
+script=$(realpath "$0")
+cd "$(dirname "$script")"
+if [[ -z "${JOBKIT_POSTGRES_URL:-}" ]]; then
+  exec bash ../../Integrations/JobKitPostgres/scripts/with-postgres bash "$script" "$@"
+fi
+config=${CONFIG:-release}
+
+if [[ -n "${JOBKIT_POSTGRES_PGCTL:-}" && -n "${JOBKIT_POSTGRES_DATA:-}" ]]; then
+  psql "$JOBKIT_POSTGRES_URL" -qc "ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'"
+  # shellcheck disable=SC2086 # JOBKIT_POSTGRES_RUNAS is a command prefix of several words
+  $JOBKIT_POSTGRES_RUNAS "$JOBKIT_POSTGRES_PGCTL" -D "$JOBKIT_POSTGRES_DATA" -l "${JOBKIT_POSTGRES_LOG:-/dev/null}" \
+    -w -t 60 restart >/dev/null
+fi
+
+swift build -c "$config" --product remote-bench
+"$(swift build -c "$config" --show-bin-path)/remote-bench"

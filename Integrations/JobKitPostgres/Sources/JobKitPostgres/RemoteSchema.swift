@@ -1,0 +1,106 @@
+import Logging
+import PostgresNIO
+
+/// The tables every queue shares, by version. A migration is a list of statements applied in one
+/// transaction; `jobkit_remote_schema` records the versions applied. Append, never edit.
+enum RemoteSchema {
+  /// Serialises concurrent `migrate()` calls (any process): `pg_advisory_xact_lock` on it.
+  static let lockKey: Int64 = 0x4A6F_624B_6974_5051
+
+  static let migrations: [(version: Int32, statements: [PostgresQuery])] = [
+    (
+      1,
+      [
+        """
+        CREATE TABLE jobkit_remote_tasks (
+          id bigserial PRIMARY KEY,
+          queue text NOT NULL,
+          kind text NOT NULL,
+          idempotency_key text NOT NULL,
+          input bytea NOT NULL,
+          state text NOT NULL DEFAULT 'available'
+            CHECK (state IN ('available', 'running', 'completed', 'failed', 'cancelled')),
+          attempt integer NOT NULL DEFAULT 0,
+          max_attempts integer NOT NULL CHECK (max_attempts >= 1),
+          owner text,
+          lease_expires_at timestamptz,
+          run_after timestamptz NOT NULL DEFAULT now(),
+          cancel_requested boolean NOT NULL DEFAULT false,
+          output bytea,
+          error_message text,
+          created_at timestamptz NOT NULL DEFAULT now(),
+          finished_at timestamptz,
+          UNIQUE (queue, idempotency_key)
+        )
+        """,
+        """
+        CREATE INDEX jobkit_remote_tasks_available ON jobkit_remote_tasks (queue, run_after, id)
+          WHERE state = 'available'
+        """,
+        """
+        CREATE INDEX jobkit_remote_tasks_running ON jobkit_remote_tasks (queue, lease_expires_at)
+          WHERE state = 'running'
+        """,
+        """
+        CREATE FUNCTION jobkit_remote_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          IF NEW.state = 'available' AND (TG_OP = 'INSERT' OR OLD.state <> 'available') THEN
+            PERFORM pg_notify('jk_' || md5(NEW.queue) || '_new', '');
+          ELSIF NEW.state IN ('completed', 'failed', 'cancelled')
+            AND (TG_OP = 'INSERT' OR OLD.state NOT IN ('completed', 'failed', 'cancelled')) THEN
+            PERFORM pg_notify('jk_' || md5(NEW.queue) || '_done', NEW.id::text);
+          END IF;
+          RETURN NULL;
+        END
+        $$
+        """,
+        """
+        CREATE TRIGGER jobkit_remote_notify AFTER INSERT OR UPDATE OF state ON jobkit_remote_tasks
+          FOR EACH ROW EXECUTE FUNCTION jobkit_remote_notify()
+        """,
+      ]
+    )
+  ]
+
+  /// The newest version this library knows.
+  static var currentVersion: Int32 { migrations.last?.version ?? 0 }
+
+  /// Applies the missing migrations in one transaction under the advisory lock.
+  static func migrate(_ client: PostgresClient, logger: Logger) async throws {
+    try await client.withTransaction(logger: logger) { connection in
+      try await connection.query("SELECT pg_advisory_xact_lock(\(lockKey))", logger: logger)
+      try await connection.query(
+        """
+        CREATE TABLE IF NOT EXISTS jobkit_remote_schema (
+          version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())
+        """, logger: logger)
+      var applied: Int32 = 0
+      for try await (version) in try await connection.query(
+        "SELECT coalesce(max(version), 0)::integer FROM jobkit_remote_schema", logger: logger
+      ).decode(Int32.self) {
+        applied = version
+      }
+      guard applied <= currentVersion else {
+        throw RemoteQueueError(
+          message: "the database's schema is version \(applied), newer than this library's \(currentVersion)")
+      }
+      for migration in migrations where migration.version > applied {
+        for statement in migration.statements {
+          try await connection.query(statement, logger: logger)
+        }
+        try await connection.query(
+          "INSERT INTO jobkit_remote_schema (version) VALUES (\(migration.version))", logger: logger)
+        logger.info("jobkit-postgres: schema migrated", metadata: ["version": "\(migration.version)"])
+      }
+    }
+  }
+}
+
+/// A queue that cannot be used as asked (schema too new, missing, a broken row).
+public struct RemoteQueueError: Error, Sendable, CustomStringConvertible {
+  /// What is wrong.
+  public let message: String
+
+  /// The message, for logs.
+  public var description: String { "remote queue: \(message)" }
+}

@@ -1,0 +1,75 @@
+import Foundation
+
+/// A kind of remote task: the types of its input and output, and its stable name in the table.
+///
+/// Kinds are `Sendable` (usually a case-less enum) so handlers can name them from any task.
+/// A row names its kind by ``name``, never code: a worker runs only the kinds registered with it
+/// (``RemoteWorker/register(_:maxConcurrent:handler:)``). Input and output travel as JSON.
+///
+/// ```swift
+/// enum HashFile: RemoteTaskKind {
+///     typealias Input = String          // a path
+///     typealias Output = [UInt8]        // its digest
+///     static let name = "hash-file"
+/// }
+/// ```
+public protocol RemoteTaskKind: Sendable {
+  /// What the job sends to the worker.
+  associatedtype Input: Codable & Sendable
+  /// What the worker's handler returns to the job.
+  associatedtype Output: Codable & Sendable
+  /// The kind's stable name, stored in each row. Renaming a kind orphans its queued rows.
+  static var name: String { get }
+}
+
+/// A remote task's failure as stored in its row: the handler's error (or the worker's reason,
+/// such as an unregistered kind or an undecodable input) and the attempt that failed last.
+public struct RemoteTaskError: Error, Sendable, Equatable, CustomStringConvertible {
+  /// What went wrong, as the worker stored it (`String(describing:)` of the handler's error).
+  public let message: String
+  /// The attempt (1, 2, …) whose failure is stored.
+  public let attempt: Int
+
+  /// Creates an error; workers create them, tests compare them.
+  public init(message: String, attempt: Int) {
+    self.message = message
+    self.attempt = attempt
+  }
+
+  /// The message, for logs.
+  public var description: String { "remote task failed on attempt \(attempt): \(message)" }
+}
+
+/// What a handler knows about the task it runs: the attempt (1 for the first run; a handler that
+/// is not naturally idempotent uses it and ``idempotencyKey`` to detect a re-run) and
+/// cancellation.
+///
+/// The handler runs in a Swift `Task` that the worker cancels when the row's job asks for a
+/// cancel (seen within one heartbeat), when the lease was lost, or at the end of a graceful
+/// shutdown's grace period: `Task.isCancelled`, ``isCancelled`` and cancellable awaits see it.
+public struct RemoteTaskContext: Sendable {
+  /// The task's attempt, 1 for the first run; more after a failure or a worker's death.
+  public let attempt: Int
+  /// The row's id in the queue's table.
+  public let taskID: Int64
+  /// The key the job gave the task (unique in its queue).
+  public let idempotencyKey: String
+  /// The id of the worker running it (``RemoteWorker/id``).
+  public let workerID: String
+
+  /// Whether the task was cancelled (the running Swift task's cancellation).
+  public var isCancelled: Bool { Task.isCancelled }
+
+  /// Throws `CancellationError` if the task was cancelled.
+  public func checkCancellation() throws {
+    try Task.checkCancellation()
+  }
+
+  /// Creates a context; workers create them, tests of handlers may too.
+  public init(attempt: Int, taskID: Int64, idempotencyKey: String, workerID: String) {
+    self.attempt = attempt
+    self.taskID = taskID
+    self.idempotencyKey = idempotencyKey
+    self.workerID = workerID
+  }
+}

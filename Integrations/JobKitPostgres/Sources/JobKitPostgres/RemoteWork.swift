@@ -1,0 +1,106 @@
+import Foundation
+import JobKit
+
+/// A task that runs on a ``RemoteWorker`` through a ``RemoteQueue``: a `Work` whose result is
+/// the remote handler's output.
+///
+/// ```swift
+/// trackAndQueue(resultOf: RemoteWork<HashFile>(path, queue: queue, idempotencyKey: path)) { result in
+///     if case .success(let digest) = result { record(path, digest) }
+/// }
+/// ```
+///
+/// - **Start** inserts the task's row (kind, JSON input, key). A key that already has a row in
+///   the queue attaches to it instead: a finished row's stored outcome comes back without running
+///   again, so a job re-run after its process died skips what already completed. Keys are unique
+///   per queue; reuse one only for the same task.
+/// - **Finish**: when the row is final (a `NOTIFY` on the queue's channel, or the poll
+///   fallback): `.success(output)` for a completed row, `.failure(RemoteTaskError)` with the
+///   stored message and attempt for a failed one; a cancelled row finishes the task cancelled.
+///   A database that is unreachable for a while delays the finish; it does not fail the task.
+/// - **Cancel** (`cancel()`, or the job's cancel): the row is marked; an unclaimed row is
+///   cancelled at once and no worker starts it after; a running handler is cancelled at its
+///   worker's next heartbeat. The task finishes cancelled right away.
+/// - As any `Work`: per-type limits (each `Kind` is a group of its own), `RetryPolicy`,
+///   timeouts, events and `JobTimeline` apply unchanged. A JobKit retry that builds a new
+///   `RemoteWork` with the **same** key attaches to the failed row and gets its failure again;
+///   give each attempt its own key, or rely on the worker's retries (``RemoteQueue/Configuration/maxAttempts``).
+open class RemoteWork<Kind: RemoteTaskKind>: Work<Kind.Output>, @unchecked Sendable {
+  // @unchecked Sendable: the stored properties are immutable; the row id lives in a locked box.
+
+  /// The input sent to the worker.
+  public let input: Kind.Input
+  /// The queue the task is added to.
+  public let queue: RemoteQueue
+  /// The task's key, unique in its queue.
+  public let idempotencyKey: String
+  private let rowID: Locked<Int64?>
+
+  /// A task that runs `Kind`'s handler on `input` on a worker of `queue`.
+  public init(_ input: Kind.Input, queue: RemoteQueue, idempotencyKey: String) {
+    self.input = input
+    self.queue = queue
+    self.idempotencyKey = idempotencyKey
+    let rowID = Locked<Int64?>(nil)
+    self.rowID = rowID
+    let remote = RemoteCall<Kind>(input: input, queue: queue, key: idempotencyKey, rowID: rowID)
+    super.init(async: { try await remote.execute() })
+  }
+
+  /// The id of the task's row once its start inserted or found it, else `nil`.
+  public var taskID: Int64? {
+    rowID.withLock { $0 }
+  }
+}
+
+/// The body of a ``RemoteWork``: insert or attach, then wait for the final row.
+struct RemoteCall<Kind: RemoteTaskKind>: Sendable {
+  let input: Kind.Input
+  let queue: RemoteQueue
+  let key: String
+  let rowID: Locked<Int64?>
+  let kind = Kind.name
+
+  func execute() async throws -> Kind.Output {
+    let payload = try JSONEncoder().encode(input)
+    let inserted: (id: Int64, final: RemoteRow?)
+    do {
+      inserted = try await queue.retryingWhileUnreachable {
+        try await queue.insert(kind: kind, key: key, input: payload)
+      }
+    } catch {
+      if Task.isCancelled { await cancelRow() }
+      throw error
+    }
+    rowID.withLock { $0 = inserted.id }
+    let row: RemoteRow
+    if let final = inserted.final {
+      row = final
+    } else {
+      do {
+        try Task.checkCancellation()
+        row = try await queue.router.wait(for: inserted.id, queue: queue)
+      } catch {
+        await cancelRow()
+        throw error
+      }
+    }
+    return try row.result(Kind.Output.self).get()
+  }
+
+  /// Marks the row cancelled, from a task of its own: the caller's task is cancelled, and a
+  /// query from it could be refused.
+  private func cancelRow() async {
+    let queue = queue
+    let key = key
+    await Task.detached {
+      do {
+        try await queue.retryingWhileUnreachable { try await queue.requestCancel(key: key) }
+      } catch {
+        queue.logger.error(
+          "jobkit-postgres: could not mark a cancelled task's row",
+          metadata: ["queue": "\(queue.name)", "key": "\(key)", "error": "\(String(reflecting: error))"])
+      }
+    }.value
+  }
+}

@@ -1,0 +1,264 @@
+import Foundation
+import JobKit
+import Logging
+import PostgresNIO
+import ServiceLifecycle
+
+/// A worker process's side of a ``RemoteQueue``: claims the queue's rows and runs the handlers
+/// registered for their kinds, as a service-lifecycle `Service`.
+///
+/// ```swift
+/// let worker = RemoteWorker(queue: queue, id: "hasher-1")
+/// worker.register(HashFile.self, maxConcurrent: 4) { path, context in
+///     try await hash(path)          // context.attempt: 1, then 2, … after a failure or a crash
+/// }
+/// let group = ServiceGroup(services: [client, worker], gracefulShutdownSignals: [.sigterm], logger: logger)
+/// try await group.run()
+/// ```
+///
+/// - **Claim**: batches of available rows (`FOR UPDATE SKIP LOCKED`), as many as free handler
+///   slots (``Configuration/maxConcurrent``); the attempt is counted and a lease taken, its expiry
+///   computed by the database's clock. Woken by `NOTIFY` when rows are added, with
+///   ``Configuration/pollInterval`` as the fallback. Each claim pass first returns expired leases
+///   (any worker's) to the queue, or fails them when no attempt is left.
+/// - **Run**: each handler runs as a JobKit task of a job the worker owns; `maxConcurrent` of
+///   ``register(_:maxConcurrent:handler:)`` is that job's per-type limit.
+/// - **Heartbeat**: every ``Configuration/heartbeatInterval`` the leases of running rows are
+///   extended; a row whose job asked for a cancel has its handler cancelled; a row that is no
+///   longer this worker's (its lease expired and was rescued) has its handler cancelled too.
+/// - **Complete**: fenced: the row's attempt and owner must still be this run's; a stale result
+///   is rejected, counted in ``staleCompletions`` and logged. A handler's error is stored and the
+///   row retried after a jittered exponential delay until the row's `max_attempts`.
+/// - **Bad rows**: an unregistered kind or an input that does not decode fails that row (no
+///   retry) with a clear stored message; the worker goes on.
+/// - **Shutdown** (graceful shutdown, or cancelling ``run()``): stops claiming, lets running
+///   handlers finish for ``Configuration/gracePeriod``, then hands the rest back (available
+///   again, the attempt not counted) and cancels their handlers.
+///
+/// Register every kind before ``run()``; a worker runs once.
+public final class RemoteWorker: Service, Sendable {
+  /// Leases, heartbeats, batches, retries and shutdown.
+  public struct Configuration: Sendable {
+    /// How long a claim holds a row without a heartbeat. Another worker takes the row back
+    /// after it expired.
+    public var leaseDuration: Duration = .seconds(30)
+    /// How often leases are extended and cancel requests read. Keep it well under
+    /// ``leaseDuration``.
+    public var heartbeatInterval: Duration = .seconds(10)
+    /// How often an idle worker looks for rows when no notification came.
+    public var pollInterval: Duration = .seconds(1)
+    /// The most rows one claim takes.
+    public var batchSize: Int = 16
+    /// The most handlers running at once on this worker, all kinds together.
+    public var maxConcurrent: Int = 16
+    /// How long a graceful shutdown waits for running handlers before handing them back.
+    public var gracePeriod: Duration = .seconds(30)
+    /// The wait before a failed task's second attempt; each next wait is ``retryMultiplier``
+    /// times longer, at most ``retryMaxDelay``, moved at random by up to ±50%.
+    public var retryInitialDelay: Duration = .seconds(1)
+    /// How much each retry wait grows.
+    public var retryMultiplier: Double = 2
+    /// The longest retry wait.
+    public var retryMaxDelay: Duration = .seconds(300)
+
+    /// The defaults: 30 s leases, 10 s heartbeats, batches of 16, 16 handlers, 30 s of grace.
+    public init() {}
+  }
+
+  /// The queue the worker serves.
+  public let queue: RemoteQueue
+  /// The worker's name, in logs and in the `owner` of the rows it claims (with a suffix per run).
+  public let id: String
+  /// The configuration given at creation.
+  public let configuration: Configuration
+  let logger: Logger
+  let job = WorkerJob()
+  let state = Locked(WorkerState())
+  let wake = WakeSignal()
+  let drained = WakeSignal()
+
+  /// A worker named `id` on `queue`, with the default ``Configuration``.
+  public convenience init(queue: RemoteQueue, id: String) {
+    self.init(queue: queue, id: id, configuration: Configuration())
+  }
+
+  /// A worker named `id` on `queue`. `logger` receives claims' errors, stale completions,
+  /// reconnects and shutdown (never a password).
+  public init(
+    queue: RemoteQueue, id: String, configuration: Configuration,
+    logger: Logger = Logger(label: "JobKitPostgres.RemoteWorker")
+  ) {
+    self.queue = queue
+    self.id = id
+    self.configuration = configuration
+    self.logger = logger
+  }
+
+  /// Results this worker's handlers produced after their row stopped being theirs (the lease
+  /// expired and another worker took the row): rejected by the fence, never stored.
+  public var staleCompletions: Int {
+    state.withLock { $0.statistics.stale }
+  }
+
+  /// What the worker did so far.
+  public var statistics: RemoteWorkerStatistics {
+    state.withLock { $0.statistics }
+  }
+
+  /// Runs `handler` for the rows of kind `K`, at most `maxConcurrent` at once on this worker
+  /// (no limit but ``Configuration/maxConcurrent`` when `nil`). Register before ``run()``; a
+  /// second registration of a kind replaces the first.
+  ///
+  /// The handler runs in a Swift `Task`, once per attempt: make it idempotent (the context's
+  /// attempt and key tell a re-run). A thrown error is stored as the row's message and retried;
+  /// `CancellationError` after a cancel request cancels the row.
+  public func register<K: RemoteTaskKind>(
+    _ kind: K.Type,
+    maxConcurrent: Int? = nil,
+    handler: @escaping @Sendable (K.Input, RemoteTaskContext) async throws -> K.Output
+  ) {
+    if let maxConcurrent {
+      job.setMaxConcurrentTasks(max(1, maxConcurrent), forGroup: RemoteHandlerTask<K>.self)
+    }
+    let runner = KindRunner<K>(handler: handler)
+    let registration = Registration { input, context in runner.makeTask(input, context) }
+    state.withLock { $0.registrations[K.name] = registration }
+  }
+
+  /// Claims and runs rows until a graceful shutdown or the cancel of the calling task, then
+  /// shuts down as the type's documentation says. Throws if called twice.
+  public func run() async throws {
+    let owner = "\(id)/\(UUID().uuidString.prefix(8))"
+    let first = state.withLock { state -> Bool in
+      guard state.owner == nil else { return false }
+      state.owner = owner
+      return true
+    }
+    guard first else { throw RemoteQueueError(message: "RemoteWorker \(id) runs once") }
+    job.startJob()
+    let listener = Task { await listenForWork() }
+    let heartbeat = Task { await heartbeatLoop(owner: owner) }
+    await withGracefulShutdownHandler {
+      await claimLoop(owner: owner)
+    } onGracefulShutdown: {
+      self.state.withLock { $0.stopping = true }
+      self.wake.signal()
+    }
+    state.withLock { $0.stopping = true }
+    listener.cancel()
+    // Shutdown, in a task of its own: the caller's may be cancelled, which refuses queries.
+    await Task.detached { await self.shutDown(owner: owner) }.value
+    heartbeat.cancel()
+    job.release()
+    logger.info("jobkit-postgres: worker stopped", metadata: ["worker": "\(id)"])
+  }
+}
+
+/// Counts of what a ``RemoteWorker`` did.
+public struct RemoteWorkerStatistics: Sendable, Equatable {
+  /// Rows claimed (each attempt counts).
+  public var claimed = 0
+  /// Rows completed with the handler's output.
+  public var completed = 0
+  /// Handler failures stored (retried or final).
+  public var failed = 0
+  /// Rows cancelled at their job's request.
+  public var cancelled = 0
+  /// Results rejected by the fence: the row was no longer this worker's.
+  public var stale = 0
+  /// Rows handed back at shutdown.
+  public var handedBack = 0
+  /// Expired leases (any worker's) this worker returned to the queue or failed.
+  public var rescued = 0
+}
+
+/// A handler run: one group per kind, so a kind's `maxConcurrent` is a JobKit per-type limit.
+final class RemoteHandlerTask<K: RemoteTaskKind>: Work<HandlerOutcome>, @unchecked Sendable {}
+
+/// What a handler run came to.
+enum HandlerOutcome: Sendable {
+  case success(Data)
+  case failure(message: String, retryable: Bool)
+  case cancelled
+}
+
+/// Runs one kind's handler: decodes the input, calls the handler, encodes the output.
+struct KindRunner<K: RemoteTaskKind>: Sendable {
+  let handler: @Sendable (K.Input, RemoteTaskContext) async throws -> K.Output
+  let name = K.name
+  let inputName = "\(K.Input.self)"
+
+  func makeTask(_ input: Data, _ context: RemoteTaskContext) -> Work<HandlerOutcome> {
+    RemoteHandlerTask<K>(async: { await run(input, context) })
+  }
+
+  func run(_ input: Data, _ context: RemoteTaskContext) async -> HandlerOutcome {
+    let decoded: K.Input
+    do {
+      decoded = try JSONDecoder().decode(K.Input.self, from: input)
+    } catch {
+      return .failure(
+        message: "the input does not decode as \(inputName) for kind '\(name)': \(error)", retryable: false)
+    }
+    do {
+      return .success(try JSONEncoder().encode(try await handler(decoded, context)))
+    } catch is CancellationError {
+      return .cancelled
+    } catch {
+      return .failure(message: String(describing: error), retryable: true)
+    }
+  }
+}
+
+/// Makes the handler task of a kind for a claimed row.
+struct Registration: Sendable {
+  let makeTask: @Sendable (Data, RemoteTaskContext) -> Work<HandlerOutcome>
+}
+
+/// The worker's job: it stays open while the worker runs (a keeper task it tracks), so the
+/// handlers it tracks from the claim loop share its per-kind limits.
+final class WorkerJob: JobController, @unchecked Sendable {
+  // @unchecked Sendable: the keeper's completion lives in a locked box.
+  private typealias Complete = @Sendable (Result<Void, any Error>) -> Void
+  private let keeper = Locked<(released: Bool, complete: Complete?)>((false, nil))
+
+  override func main() {
+    trackAndQueue(
+      Work<Void>(callback: { [keeper] complete in
+        let now = keeper.withLock { keeper -> Bool in
+          if keeper.released { return true }
+          keeper.complete = complete
+          return false
+        }
+        if now { complete(.success(())) }
+      }))
+  }
+
+  /// Lets the job finish once its handler tasks did.
+  func release() {
+    let complete = keeper.withLock { keeper -> Complete? in
+      keeper.released = true
+      defer { keeper.complete = nil }
+      return keeper.complete
+    }
+    complete?(.success(()))
+  }
+}
+
+/// The worker's state: registrations, running rows, counts. Only state under its lock.
+struct WorkerState {
+  struct Running {
+    let attempt: Int
+    let task: Operation
+    /// Handed back at shutdown: its late outcome is dropped without a statement.
+    var handedBack = false
+    /// The handler returned; its outcome is being stored.
+    var finishing = false
+  }
+
+  var registrations: [String: Registration] = [:]
+  var running: [Int64: Running] = [:]
+  var owner: String?
+  var stopping = false
+  var statistics = RemoteWorkerStatistics()
+}

@@ -1,0 +1,138 @@
+import Foundation
+import JobKit
+import JobKitPostgres
+import Logging
+import PostgresNIO
+import RemoteTestSupport
+import ServiceLifecycle
+import Testing
+
+/// The database the tests use: `JOBKIT_POSTGRES_URL`, set by `scripts/with-postgres`. Every
+/// test uses a queue of its own, so suites run in parallel on one server.
+enum TestDatabase {
+  static let environment = ProcessInfo.processInfo.environment
+  static let url = environment["JOBKIT_POSTGRES_URL"]
+  static var isAvailable: Bool { url != nil }
+  static let skipMessage: Comment =
+    "JOBKIT_POSTGRES_URL is not set: run the tests through Integrations/JobKitPostgres/scripts/with-postgres"
+
+  static func uniqueName(_ label: String) -> String {
+    "\(label)-\(UUID().uuidString.prefix(8).lowercased())"
+  }
+
+  /// Runs `body` with a running client on `url` (the test database by default).
+  @discardableResult
+  static func withClient<Result: Sendable>(
+    url: String? = nil,
+    _ body: @Sendable (PostgresClient) async throws -> Result
+  ) async throws -> Result {
+    let configuration = try PostgresClient.Configuration(url: url ?? self.url ?? "")
+    let client = PostgresClient(configuration: configuration)
+    return try await withThrowingTaskGroup(of: Void.self) { group in
+      group.addTask { await client.run() }
+      do {
+        let result = try await body(client)
+        group.cancelAll()
+        return result
+      } catch {
+        group.cancelAll()
+        throw error
+      }
+    }
+  }
+
+  /// A migrated queue of its own on `client`, with the tests' short intervals.
+  static func makeQueue(_ client: PostgresClient, maxAttempts: Int = 5) async throws -> RemoteQueue {
+    var configuration = RemoteQueue.Configuration()
+    configuration.pollInterval = .milliseconds(250)
+    configuration.maxAttempts = maxAttempts
+    let queue = RemoteQueue(client: client, name: uniqueName("queue"), configuration: configuration)
+    try await queue.migrate()
+    try await TestSupport.prepare(client)
+    return queue
+  }
+
+  /// The tests' worker settings: 2 s leases, 0.5 s heartbeats, quick retries.
+  static func workerConfiguration(
+    lease: Duration = .seconds(2), heartbeat: Duration = .milliseconds(500), grace: Duration = .seconds(5)
+  ) -> RemoteWorker.Configuration {
+    var configuration = RemoteWorker.Configuration()
+    configuration.leaseDuration = lease
+    configuration.heartbeatInterval = heartbeat
+    configuration.pollInterval = .milliseconds(250)
+    configuration.gracePeriod = grace
+    configuration.retryInitialDelay = .milliseconds(20)
+    return configuration
+  }
+
+  /// Runs `body` while an in-process worker with the echo handler serves `queue`; stops it after.
+  static func withWorker<Result: Sendable>(
+    _ queue: RemoteQueue, id: String = "worker",
+    configuration: RemoteWorker.Configuration = workerConfiguration(),
+    _ body: @Sendable (RemoteWorker) async throws -> Result
+  ) async throws -> Result {
+    let worker = RemoteWorker(queue: queue, id: id, configuration: configuration)
+    TestSupport.registerEcho(on: worker, client: queue.client)
+    let running = Task { try await worker.run() }
+    do {
+      let result = try await body(worker)
+      running.cancel()
+      try await running.value
+      return result
+    } catch {
+      running.cancel()
+      try? await running.value
+      throw error
+    }
+  }
+
+  /// Runs `job`; fails the test (and cancels the job) if it has not finished after `timeout`.
+  static func run(_ job: JobController, timeout: Duration = .seconds(240)) async throws {
+    try await withThrowingTaskGroup(of: Bool.self) { group in
+      group.addTask {
+        try await job.run()
+        return true
+      }
+      group.addTask {
+        try await Task.sleep(for: timeout)
+        return false
+      }
+      let finished = try await group.next() ?? false
+      group.cancelAll()
+      if !finished {
+        Issue.record("the job did not finish within \(timeout)")
+        throw CancellationError()
+      }
+    }
+  }
+
+  /// Polls `condition` every 50 ms until it holds; fails the test after `timeout`.
+  static func eventually(
+    _ what: String, timeout: Duration = .seconds(30), _ condition: @Sendable () async throws -> Bool
+  ) async throws {
+    let clock = ContinuousClock()
+    let deadline = clock.now + timeout
+    while clock.now < deadline {
+      if try await condition() { return }
+      try await Task.sleep(for: .milliseconds(50))
+    }
+    Issue.record("timed out waiting for: \(what)")
+    throw CancellationError()
+  }
+
+  /// Each row of `queue`: key → (state, attempt).
+  static func rows(_ client: PostgresClient, queue: String) async throws -> [String: (state: String, attempt: Int)] {
+    var rows: [String: (String, Int)] = [:]
+    let result = try await client.query(
+      "SELECT idempotency_key, state, attempt FROM jobkit_remote_tasks WHERE queue = \(queue)")
+    for try await (key, state, attempt) in result.decode((String, String, Int32).self) {
+      rows[key] = (state, Int(attempt))
+    }
+    return rows
+  }
+}
+
+/// Every suite that uses the server, one test at a time: the restart test takes the server away
+/// from everyone, and the multi-process tests keep both cores busy.
+@Suite(.enabled(if: TestDatabase.isAvailable, TestDatabase.skipMessage), .serialized)
+struct DatabaseTests {}
