@@ -81,6 +81,7 @@ extension JobController {
       return perform(last)
     case .step(.finish(let finish)):
       finish.graceTimer?.cancel()
+      finish.timeLimitTimer?.cancel()
       jobWillFinish(cancelled: finish.cancelled)
       operationDone(error: finish.error)
       return .finished
@@ -143,13 +144,31 @@ extension JobController {
     } else if let operation = node.operation as? ConcurrentOperation {
       error = operation.error
     }
-    let name = node.timing != nil ? node.operation.name : nil
-    guard error != nil || name != nil else { return .nothing }
-    return FinishReport(error: error, isCancelled: error != nil ? node.operation.isCancelled : nil, name: name)
+    let observed = node.timing != nil
+    let name = observed ? node.operation.name : nil
+    let reason = observed ? eventReason(of: node.operation) : nil
+    guard error != nil || name != nil || reason != nil else { return .nothing }
+    return FinishReport(
+      error: error, isCancelled: error != nil ? node.operation.isCancelled : nil, name: name, reason: reason)
+  }
+
+  /// The reason a stopped task's `taskFinished` event carries: its `cancellationReason`, unless
+  /// it is a plain `cancel()`'s `CancellationError` (which events leave out, as before reasons).
+  private func eventReason(of task: Operation) -> (any Error)? {
+    guard let reason = (task as? ConcurrentOperation)?.cancellationReason, !(reason is CancellationError) else {
+      return nil
+    }
+    return reason
   }
 
   func stop(_ reason: JobState.Stop) {
     perform(jobState.withLock { $0.stop(reason) })
+  }
+
+  /// Why the job stops, to hand down to a task tracked while it stops.
+  func stopReason() -> any Error {
+    if let error = jobState.withLock({ $0.stopError }) { return error }
+    return cancellationReason ?? CancellationError()
   }
 
   /// Carries out a stop that was recorded: now, or, when this thread is carrying out another
@@ -162,6 +181,8 @@ extension JobController {
   /// Carries out a stop: cancels timers, arms the grace period, cancels tasks, queues the tasks
   /// a suspension held back, drains.
   func performNow(_ actions: JobState.StopActions) {
+    // Recorded before anything is cancelled, so that what is cancelled sees the job's reason.
+    let reason = adoptCancellationReason(actions.reason)
     for timer in actions.timers {
       timer.cancel()
     }
@@ -170,7 +191,7 @@ extension JobController {
       armCancellationGrace()
     }
     for task in actions.cancel {
-      task.cancel()
+      task.cancel(handingDown: reason)
     }
     // Tasks a suspension held back go to their queues after their cancel: they finish at once.
     if !actions.admitted.isEmpty {
@@ -212,7 +233,10 @@ extension JobController {
     // Only a failure asks whether the task was cancelled (corelibs' `isCancelled` takes a lock).
     let isCancelled = failure != nil && task.isCancelled
     let name = node.timing != nil ? task.name : nil
-    return withJobState { $0.beginRouting(node, failure: failure, isCancelled: isCancelled, name: name) }
+    let reason = node.timing != nil ? eventReason(of: task) : nil
+    return withJobState {
+      $0.beginRouting(node, failure: failure, isCancelled: isCancelled, name: name, reason: reason)
+    }
   }
 
   /// The failure a finished task stands for, if any: a timeout, or a `ConcurrentOperation` error.

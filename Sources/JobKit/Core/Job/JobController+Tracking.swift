@@ -27,7 +27,7 @@ extension JobController {
       // A replaced attempt's task is released here, after the lock, if this was its last reference.
       _ = replaced
       if cancel {
-        task.cancel()
+        task.cancel(handingDown: stopReason())
       }
       switch observeFinish(of: task, node: node, claimingQueue: queue != nil) {
       case .duplicate:

@@ -9,15 +9,19 @@ final class JobFinish {
   /// A cancel stopped the job (it finishes without an error and `isCancelled`).
   let cancelled: Bool
   let graceTimer: (any JobTimer)?
+  /// The armed timer of the job's time limit, to cancel.
+  let timeLimitTimer: (any JobTimer)?
   let droppedGroups: [TaskGroupEntry]
 
   init(
     error: (any Error)?, cancelled: Bool = false, graceTimer: (any JobTimer)? = nil,
+    timeLimitTimer: (any JobTimer)? = nil,
     droppedGroups: [TaskGroupEntry] = []
   ) {
     self.error = error
     self.cancelled = cancelled
     self.graceTimer = graceTimer
+    self.timeLimitTimer = timeLimitTimer
     self.droppedGroups = droppedGroups
   }
 }

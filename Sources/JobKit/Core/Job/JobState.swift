@@ -28,6 +28,8 @@ struct JobState {
   /// How long after a stop unfinished tasks are reported (`nil`: never), and the timer doing it.
   var cancellationGracePeriod: Duration? = .seconds(10)
   var graceTimer: (any JobTimer)?
+  /// `timeLimit`: set before the start, armed at it, ended by the finish.
+  var timeLimit = TimeLimit()
   /// Holds taken with `holdOpen()`: while one is out, the job does not finish, even with nothing
   /// tracked; `allTasksFinished()` runs again once the last is released.
   private(set) var holds = 0
@@ -195,21 +197,24 @@ struct JobState {
   mutating func decideFromReport(_ node: TrackedTask) -> RoutingDecision? {
     guard case .finished(let timedOut, let report?) = node.state, let task = node.task else { return nil }
     let error = timedOut ? JobKitError.timedOut(task) : report.error
-    guard let error else { return beginRouting(node, failure: nil, isCancelled: false, name: report.name) }
+    guard let error else {
+      return beginRouting(node, failure: nil, isCancelled: false, name: report.name, reason: report.reason)
+    }
     guard let isCancelled = report.isCancelled else { return nil }
     return beginRouting(
-      node, failure: TaskFailure(task: task, error: error), isCancelled: isCancelled, name: report.name)
+      node, failure: TaskFailure(task: task, error: error), isCancelled: isCancelled, name: report.name,
+      reason: report.reason)
   }
 
   /// The router is about to route `node`: record its failure (if any) and decide whether its
   /// per-task callback runs. `isCancelled` tells whether a failed task was cancelled (it is only
   /// read for a failure); `name` is the
-  /// task's `name` if its events are observed.
-  mutating func beginRouting(_ node: TrackedTask, failure: TaskFailure?, isCancelled: Bool, name: String?)
-    -> RoutingDecision
-  {
+  /// task's `name` if its events are observed; `reason` why it was stopped, for its event.
+  mutating func beginRouting(
+    _ node: TrackedTask, failure: TaskFailure?, isCancelled: Bool, name: String?, reason: (any Error)? = nil
+  ) -> RoutingDecision {
     if let timing = node.timing {
-      reportFinish(of: node, timing, name: name, error: failure?.error)
+      reportFinish(of: node, timing, name: name, error: failure?.error ?? reason)
     }
     if let failure, !(phase.isStopping && isCancelled) {
       failures.append(failure)
@@ -324,7 +329,9 @@ struct JobState {
     progressChanged(progress.finish())
     let graceTimer = graceTimer
     self.graceTimer = nil
-    return JobFinish(error: error, cancelled: cancelled, graceTimer: graceTimer, droppedGroups: droppedGroups)
+    return JobFinish(
+      error: error, cancelled: cancelled, graceTimer: graceTimer, timeLimitTimer: timeLimit.end(),
+      droppedGroups: droppedGroups)
   }
 
   // MARK: Holds
@@ -359,12 +366,23 @@ struct JobState {
     /// Held tasks that finished while the job was suspended: released with the actions, after
     /// the lock.
     var released: [TrackedTask] = []
+    /// The error of a failing stop (a `fail(_:)`, a `.failFast` failure, a time limit): the
+    /// caller records it as the job's `cancellationReason` and hands it down to what it cancels.
+    var reason: (any Error)?
+  }
+
+  /// Why the job stops, as handed down to what it cancels: a failing stop's error; `nil` for a
+  /// cancel (its reason is the operation's `cancellationReason`) or while it does not stop.
+  var stopError: (any Error)? {
+    if case .failed(let error)? = phase.stop { return error }
+    return nil
   }
 
   /// Stops the job (first reason wins). Returns what the caller must cancel or release.
   mutating func stop(_ reason: Stop) -> StopActions {
     var actions = StopActions()
     guard phase.recordStop(reason) else { return actions }
+    if case .failed(let error) = reason { actions.reason = error }
     (actions.admitted, actions.released) = endSuspensionForStop()
     actions.armsGrace = cancellationGracePeriod != nil && !registry.isEmpty
     for node in registry.nodes {
