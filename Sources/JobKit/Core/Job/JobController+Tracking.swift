@@ -60,8 +60,12 @@ extension JobController {
           // Not queued here: the task may have finished while its block was being wrapped.
           CompletionBlockHook.signalIfFinishedWhileWrapping(task, installedHook)
         }
-        if waitsForSlot, mayQueue, let queue, jobState.withLock({ $0.admitOrWait(node, queue: queue) }) {
-          enqueue(task, on: queue)
+        if waitsForSlot, mayQueue, let queue {
+          let (admitted, refills) = jobState.withLock { ($0.admitOrWait(node, queue: queue), $0.takeRefillsDue()) }
+          scheduleRefills(refills)
+          if admitted {
+            enqueue(task, on: queue)
+          }
         }
         tracked = node
       }

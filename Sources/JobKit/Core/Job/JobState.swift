@@ -30,6 +30,8 @@ struct JobState {
   var graceTimer: (any JobTimer)?
   /// `timeLimit`: set before the start, armed at it, ended by the finish.
   var timeLimit = TimeLimit()
+  /// Rate-limited groups whose refill timer the caller must schedule (`JobState+Limits.swift`).
+  var refillsDue: [TaskGroupEntry] = []
   /// Holds taken with `holdOpen()`: while one is out, the job does not finish, even with nothing
   /// tracked; `allTasksFinished()` runs again once the last is released.
   private(set) var holds = 0
@@ -104,7 +106,7 @@ struct JobState {
     }
     var queueNow = queue != nil
     var waitsForSlot = false
-    if queue != nil, node.group.limit != nil || suspension.isSuspended {
+    if queue != nil, node.group.limit != nil || node.group.rate != nil || suspension.isSuspended {
       queueNow = false
       waitsForSlot = true
     }
@@ -384,6 +386,7 @@ struct JobState {
     guard phase.recordStop(reason) else { return actions }
     if case .failed(let error) = reason { actions.reason = error }
     (actions.admitted, actions.released) = endSuspensionForStop()
+    actions.admitted += dropRateLimitsForStop()
     actions.armsGrace = cancellationGracePeriod != nil && !registry.isEmpty
     for node in registry.nodes {
       switch node.state.stop() {

@@ -15,6 +15,9 @@ final class TaskGroupEntry: @unchecked Sendable {
   @exclusivity(unchecked) var limit: Int?
   /// How many of the group's tasks hold a slot.
   @exclusivity(unchecked) var running = 0
+  /// Tasks per second, as a token bucket (`nil`: no rate limit). Combines with ``limit``: a
+  /// task is admitted only with a slot and a token.
+  var rate: RateLimit?
   /// Tasks waiting for a slot, in tracking order, from `waitingHead` on. An admitted task's
   /// entry is moved out (it keeps `nil`), so that the line never holds a node after its
   /// admission: a node routed since would otherwise be released when the line compacts, under
@@ -56,10 +59,17 @@ final class TaskGroupEntry: @unchecked Sendable {
     }
   }
 
+  /// Whether a task may be admitted now: a slot is free (or there is no limit) and the rate
+  /// limit, if any, has a token.
+  var hasRoom: Bool {
+    if let limit, running >= limit { return false }
+    return rate?.hasToken ?? true
+  }
+
   /// Gives free slots to waiting tasks, in order. Returns the admitted ones, with their queues.
   func admitWaiting() -> [(node: TrackedTask, queue: OperationQueue)] {
     var admitted: [(node: TrackedTask, queue: OperationQueue)] = []
-    while let limit, running < limit, waitingHead < waiting.count {
+    while hasRoom, waitingHead < waiting.count {
       // Every entry from `waitingHead` on waits: a task that stops waiting otherwise leaves the
       // line (`leaveLine`). The admitted one is moved out of the line.
       let entry = waitingHead
@@ -70,6 +80,7 @@ final class TaskGroupEntry: @unchecked Sendable {
       }
       waiting[entry] = nil
       running += 1
+      rate?.take()
       admitted.append((node, queue))
     }
     compactWaiting()

@@ -19,13 +19,63 @@ extension JobState {
       return false
     }
     let group: TaskGroupEntry = node.group
-    guard let limit = group.limit else { return true }
-    if group.running < limit, group.waitingCount == 0 {
+    guard group.limit != nil || group.rate != nil else { return true }
+    var admitted = false
+    if group.hasRoom, group.waitingCount == 0 {
       group.giveSlot(to: node)
-      return true
+      group.rate?.take()
+      admitted = true
+    } else {
+      group.enqueueWaiting(node, for: queue)
     }
-    group.enqueueWaiting(node, for: queue)
-    return false
+    startRefillIfNeeded(of: group)
+    return admitted
+  }
+
+  /// Sets a group's rate limit. Returns the waiting tasks it admits, to be queued by the
+  /// caller, who also starts the refills due (``takeRefillsDue()``) with the same lock.
+  mutating func setRateLimit(tasksPerSecond: Double, burst: Int, for type: Operation.Type) -> [Admission] {
+    let group = registry.group(for: type)
+    group.rate = RateLimit(tasksPerSecond: tasksPerSecond, burst: burst, replacing: group.rate)
+    let admitted = suspension.isSuspended ? [] : admissions(group.admitWaiting())
+    startRefillIfNeeded(of: group)
+    return admitted
+  }
+
+  /// `group`'s refill timer fired: a token back, the waiting tasks it admits (to be queued by
+  /// the caller), and whether the caller schedules the next refill.
+  mutating func refill(_ group: TaskGroupEntry) -> (admitted: [Admission], again: Bool) {
+    guard group.rate != nil else { return ([], false) }  // dropped by a stop
+    group.rate?.refill()
+    let admitted = suspension.isSuspended ? [] : admissions(group.admitWaiting())
+    let again = group.rate?.startRefill(waiting: group.waitingCount > 0) ?? false
+    return (admitted, again)
+  }
+
+  /// The groups whose refill timer the caller schedules now (usually none).
+  mutating func takeRefillsDue() -> [TaskGroupEntry] {
+    guard !refillsDue.isEmpty else { return [] }
+    return exchange(&refillsDue, with: [])
+  }
+
+  /// A token was taken or a task lines up: `group`'s bucket needs its refill timer if none runs.
+  private mutating func startRefillIfNeeded(of group: TaskGroupEntry) {
+    if group.rate?.startRefill(waiting: group.waitingCount > 0) == true {
+      refillsDue.append(group)
+    }
+  }
+
+  /// A stop drops the rate limits: the tasks still waiting are cancelled and finish without
+  /// running, so they need no token (a concurrency limit still holds). Returns those admitted.
+  mutating func dropRateLimitsForStop() -> [Admission] {
+    var admitted: [Admission] = []
+    for group in registry.groups.values where group.rate != nil {
+      group.rate = nil
+      if !suspension.isSuspended {
+        admitted += admissions(group.admitWaiting())
+      }
+    }
+    return admitted
   }
 
   /// A waiting task that got a slot: the caller adds `task` to `queue`. Read under the lock,

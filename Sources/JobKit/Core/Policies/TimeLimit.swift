@@ -85,3 +85,45 @@ struct TimeLimit {
     return timer
   }
 }
+
+/// The job's time limit (``JobController/timeLimit``), scheduled on its clock with no lock held.
+extension JobController {
+  /// How long the job may run, from its start, measured on its ``clock``; `nil` (the default)
+  /// for no limit. When it runs out before the job finished, the job fails as ``fail(_:)`` does,
+  /// with ``JobKitError/Code/timeLimitExceeded``: ``run()`` throws it, and ``ConcurrentOperation/error``
+  /// and ``ConcurrentOperation/cancellationReason`` carry it. Every task and nested job the job
+  /// tracks is cancelled with that reason (each hands it down in turn), so a nested job stops
+  /// after the smaller of its own limit and what is left of its parent's, all the way down. A
+  /// task's own timeout (``trackAndQueue(_:timeout:completion:)``) still applies.
+  ///
+  /// Set it before the job starts: a change after the start is reported as
+  /// ``JobKitError/Code/invalidLimit`` and ignored, as is a negative limit. Safe from any thread.
+  public var timeLimit: Duration? {
+    get { jobState.withLock { $0.timeLimit.limit } }
+    set {
+      if let newValue, newValue < .zero {
+        reportMisuse(.invalidLimit, "timeLimit was set to \(newValue), which is negative; ignored")
+        return
+      }
+      if !jobState.withLock({ $0.timeLimit.set(newValue) }) {
+        reportMisuse(.invalidLimit, "timeLimit was set after the job started; set it before the start; ignored")
+      }
+    }
+  }
+
+  /// The job started with a time limit: schedules its expiry on the job's clock.
+  func armTimeLimit(_ limit: Duration) {
+    let clock = jobState.withLock { $0.clock }
+    // Weak: a clock may hold the timer after the job finished; it must not keep the job.
+    let timer = clock.schedule(after: limit) { [weak self] in
+      guard let self else { return }
+      let (ranOut, fired) = self.jobState.withLock { $0.timeLimit.expire() }
+      _ = fired  // released after the lock
+      guard ranOut else { return }
+      self.fail(JobKitError(.timeLimitExceeded, message: "\(type(of: self)) ran out of its time limit of \(limit)"))
+    }
+    if !jobState.withLock({ $0.timeLimit.scheduled(timer) }) {
+      timer.cancel()
+    }
+  }
+}
