@@ -167,7 +167,7 @@ extension JobController {
 
   /// Why the job stops, to hand down to a task tracked while it stops.
   func stopReason() -> any Error {
-    if let error = jobState.withLock({ $0.stopError }) { return error }
+    if let error = jobState.withLock({ $0.phase.stopError }) { return error }
     return cancellationReason ?? CancellationError()
   }
 

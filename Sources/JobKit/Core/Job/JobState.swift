@@ -28,9 +28,8 @@ struct JobState {
   /// How long after a stop unfinished tasks are reported (`nil`: never), and the timer doing it.
   var cancellationGracePeriod: Duration? = .seconds(10)
   var graceTimer: (any JobTimer)?
-  /// `timeLimit`: set before the start, armed at it, ended by the finish.
+  /// `timeLimit`, and the rate-limited groups whose refill timer the caller must schedule.
   var timeLimit = TimeLimit()
-  /// Rate-limited groups whose refill timer the caller must schedule (`JobState+Limits.swift`).
   var refillsDue: [TaskGroupEntry] = []
   /// Holds taken with `holdOpen()`: while one is out, the job does not finish, even with nothing
   /// tracked; `allTasksFinished()` runs again once the last is released.
@@ -371,13 +370,6 @@ struct JobState {
     /// The error of a failing stop (a `fail(_:)`, a `.failFast` failure, a time limit): the
     /// caller records it as the job's `cancellationReason` and hands it down to what it cancels.
     var reason: (any Error)?
-  }
-
-  /// Why the job stops, as handed down to what it cancels: a failing stop's error; `nil` for a
-  /// cancel (its reason is the operation's `cancellationReason`) or while it does not stop.
-  var stopError: (any Error)? {
-    if case .failed(let error)? = phase.stop { return error }
-    return nil
   }
 
   /// Stops the job (first reason wins). Returns what the caller must cancel or release.

@@ -83,10 +83,10 @@ struct TimeLimitStateTests {
     var failing = JobState()
     let r19 = failing.stop(.failed(TestError(4)))
     #expect(r19.reason as? TestError == TestError(4))
-    #expect(failing.stopError as? TestError == TestError(4))
+    #expect(failing.phase.stopError as? TestError == TestError(4))
     var cancelled = JobState()
     let r20 = cancelled.stop(.cancelled)
     #expect(r20.reason == nil)
-    #expect(cancelled.stopError == nil)
+    #expect(cancelled.phase.stopError == nil)
   }
 }
