@@ -62,6 +62,7 @@ extension JobController {
     if let delivery = batch.events {
       deliver(delivery)
     }
+    performAdmissionEffects(batch.deliveries?.effects)
     if let (progress, total, completed) = batch.progress {
       // No lock is held while `Progress` changes (on Apple platforms its KVO observers run now).
       progress.totalUnitCount = total
@@ -82,6 +83,7 @@ extension JobController {
     case .step(.finish(let finish)):
       finish.graceTimer?.cancel()
       finish.timeLimitTimer?.cancel()
+      performAdmissionEffects(finish.effects)
       jobWillFinish(cancelled: finish.cancelled)
       operationDone(error: finish.error)
       return .finished
@@ -130,6 +132,7 @@ extension JobController {
       if !actions.admitted.isEmpty {
         queueAdmitted(actions.admitted)
       }
+      performAdmissionEffects(actions.effects)
     }
     if role == .drainer, first == nil { return }  // nothing left: the drainer was released
     drain(role, on: thread, first: first)
@@ -197,6 +200,7 @@ extension JobController {
     if !actions.admitted.isEmpty {
       queueAdmitted(actions.admitted)
     }
+    performAdmissionEffects(actions.effects)
     drainIfIdle()
   }
 

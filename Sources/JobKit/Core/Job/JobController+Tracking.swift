@@ -5,19 +5,23 @@ extension JobController {
   /// and queues it on `queue` (unless it waits for a slot of its group's limit). When called
   /// from `main()`, then routes the tasks that had finished (it asks to drain with the same lock,
   /// so `main()`'s thread, which tracks every task, takes it once less per task). Returns the
-  /// node, or `nil` if it was not tracked.
+  /// node, or `nil` if it was not tracked. `bounded`: refused (not tracked) when the task's
+  /// group has as many tasks waiting as `setMaxQueuedTasks` allows.
   @discardableResult
   func track(
-    _ task: Operation, node: TrackedTask, queue: OperationQueue?, replacing previous: TrackedTask? = nil
+    _ task: Operation, node: TrackedTask, queue: OperationQueue?, replacing previous: TrackedTask? = nil,
+    bounded: Bool = false
   ) -> TrackedTask? {
     let thread = currentThreadID()
     let (outcome, role) = jobState.withLock { state in
-      let outcome = state.track(task, node: node, queue: queue, replacing: previous)
+      let outcome = state.track(task, node: node, queue: queue, replacing: previous, bounded: bounded)
       return (outcome, state.claimDrain(on: thread, inTrack: true))
     }
     var tracked: TrackedTask?
     var routesAgain = false
     switch outcome {
+    case .refused:
+      break
     case .jobFinished:
       reportMisuse(
         .trackedAfterJobFinished,
@@ -61,8 +65,10 @@ extension JobController {
           CompletionBlockHook.signalIfFinishedWhileWrapping(task, installedHook)
         }
         if waitsForSlot, mayQueue, let queue {
-          let (admitted, refills) = jobState.withLock { ($0.admitOrWait(node, queue: queue), $0.takeRefillsDue()) }
-          scheduleRefills(refills)
+          let (admitted, effects) = jobState.withLock { state in
+            (state.admitOrWait(node, queue: queue), state.takeAdmissionEffects())
+          }
+          performAdmissionEffects(effects)
           if admitted {
             enqueue(task, on: queue)
           }

@@ -12,12 +12,15 @@ final class JobFinish {
   /// The armed timer of the job's time limit, to cancel.
   let timeLimitTimer: (any JobTimer)?
   let droppedGroups: [TaskGroupEntry]
+  /// Producers waiting for room, told that the job finished.
+  let effects: AdmissionEffects?
 
   init(
     error: (any Error)?, cancelled: Bool = false, graceTimer: (any JobTimer)? = nil,
     timeLimitTimer: (any JobTimer)? = nil,
-    droppedGroups: [TaskGroupEntry] = []
+    droppedGroups: [TaskGroupEntry] = [], effects: AdmissionEffects? = nil
   ) {
+    self.effects = effects
     self.error = error
     self.cancelled = cancelled
     self.graceTimer = graceTimer

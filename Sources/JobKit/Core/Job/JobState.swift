@@ -28,9 +28,9 @@ struct JobState {
   /// How long after a stop unfinished tasks are reported (`nil`: never), and the timer doing it.
   var cancellationGracePeriod: Duration? = .seconds(10)
   var graceTimer: (any JobTimer)?
-  /// `timeLimit`, and the rate-limited groups whose refill timer the caller must schedule.
+  /// `timeLimit`, and what admissions leave to do after the lock (`JobState+Limits.swift`).
   var timeLimit = TimeLimit()
-  var refillsDue: [TaskGroupEntry] = []
+  var admissionEffects = AdmissionEffects()
   /// Holds taken with `holdOpen()`: while one is out, the job does not finish, even with nothing
   /// tracked; `allTasksFinished()` runs again once the last is released.
   private(set) var holds = 0
@@ -78,18 +78,24 @@ struct JobState {
     case tracked(
       node: TrackedTask, cancel: Bool, queueNow: Bool, waitsForSlot: Bool, observesEvents: Bool, replaced: Operation?)
     case jobFinished
+    /// `bounded` and the task's group has as many tasks waiting as its bound allows: nothing
+    /// was tracked (`tryTrackAndQueue`).
+    case refused
   }
 
   /// Starts tracking `task` with `node` (made for it), and sets the node's group (the node is made before the lock,
   /// so allocating it adds nothing to the job's critical section). `queue` is where the job will
   /// queue it (`nil` if the caller queues it). `replacing` is a retried task's previous attempt,
   /// forgotten silently once the new one is tracked. For events, the attempts are one task: a
-  /// `taskTracked` already emitted for an earlier attempt is not emitted again.
+  /// `taskTracked` already emitted for an earlier attempt is not emitted again. `bounded`: refuse
+  /// the task if its group's bound on waiting tasks is reached (`JobState+Limits.swift`).
   mutating func track(
-    _ task: Operation, node: TrackedTask, queue: OperationQueue?, replacing previous: TrackedTask? = nil
+    _ task: Operation, node: TrackedTask, queue: OperationQueue?, replacing previous: TrackedTask? = nil,
+    bounded: Bool = false
   ) -> TrackOutcome {
     guard !phase.isFinished else { return .jobFinished }
     node.group = registry.group(for: type(of: task))
+    if bounded, !acceptUnderBound(node.group) { return .refused }
     registry.insert(node)
     progressChanged(progress.tracked(task))
     let observesEvents = !listeners.isEmpty
@@ -162,10 +168,13 @@ struct JobState {
     let admitted: [Admission]
     /// The task's armed timeout, to cancel.
     let timeout: (any JobTimer)?
+    /// Refills to schedule and producers to wake (rate limits, bounds).
+    let effects: AdmissionEffects?
 
-    init(admitted: [Admission], timeout: (any JobTimer)?) {
+    init(admitted: [Admission], timeout: (any JobTimer)?, effects: AdmissionEffects? = nil) {
       self.admitted = admitted
       self.timeout = timeout
+      self.effects = effects
     }
   }
 
@@ -180,7 +189,8 @@ struct JobState {
     node.timing?.finishedAt = now
     outbox.route(node)
     guard release.slot || release.box != nil || release.leftLine else { return nil }
-    return FinishActions(admitted: giveBack(release, of: node), timeout: release.timer)
+    let admitted = giveBack(release, of: node)
+    return FinishActions(admitted: admitted, timeout: release.timer, effects: takeAdmissionEffects())
   }
 
   enum RoutingDecision {
@@ -257,7 +267,11 @@ struct JobState {
       progressChanged(progress.routed(task))
     }
     node.task = nil
-    guard registry.remove(node) else { return .none }
+    let last = registry.remove(node)
+    if node.group.bound != nil {
+      wakeIfRoom(in: node.group)
+    }
+    guard last else { return .none }
     let group: TaskGroupEntry = node.group
     emit(.groupFinished(group: group.name))
     guard !phase.isStopping else { return .none }
@@ -325,6 +339,7 @@ struct JobState {
     if case .cancelled? = phase.stop { cancelled = true }
     phase.finish()
     let droppedGroups = registry.dropGroups()
+    wakeProducersForFinish(droppedGroups)
     emit(.finished(error: error))
     listeners.close()
     progressChanged(progress.finish())
@@ -332,7 +347,7 @@ struct JobState {
     self.graceTimer = nil
     return JobFinish(
       error: error, cancelled: cancelled, graceTimer: graceTimer, timeLimitTimer: timeLimit.end(),
-      droppedGroups: droppedGroups)
+      droppedGroups: droppedGroups, effects: takeAdmissionEffects())
   }
 
   // MARK: Holds
@@ -349,50 +364,5 @@ struct JobState {
   mutating func releaseHold() {
     guard holds > 0 else { return }
     holds -= 1
-  }
-
-  // MARK: Stopping
-
-  struct StopActions {
-    /// Unfinished tasks to cancel. Those waiting for a group slot stay in line: each is queued
-    /// once it gets a slot, and finishes at once, without running.
-    var cancel: [Operation] = []
-    /// Armed timeouts and pending retries to cancel.
-    var timers: [any JobTimer] = []
-    /// The stop was recorded now, with tasks still tracked: the caller arms the grace period.
-    var armsGrace = false
-    /// Tasks a suspension held back, let go by the stop: the caller queues them after the
-    /// cancels, so they finish without running.
-    var admitted: [Admission] = []
-    /// Held tasks that finished while the job was suspended: released with the actions, after
-    /// the lock.
-    var released: [TrackedTask] = []
-    /// The error of a failing stop (a `fail(_:)`, a `.failFast` failure, a time limit): the
-    /// caller records it as the job's `cancellationReason` and hands it down to what it cancels.
-    var reason: (any Error)?
-  }
-
-  /// Stops the job (first reason wins). Returns what the caller must cancel or release.
-  mutating func stop(_ reason: Stop) -> StopActions {
-    var actions = StopActions()
-    guard phase.recordStop(reason) else { return actions }
-    if case .failed(let error) = reason { actions.reason = error }
-    (actions.admitted, actions.released) = endSuspensionForStop()
-    actions.admitted += dropRateLimitsForStop()
-    actions.armsGrace = cancellationGracePeriod != nil && !registry.isEmpty
-    for node in registry.nodes {
-      switch node.state.stop() {
-      case .cancel(let timer):
-        if let timer { actions.timers.append(timer.timer) }
-        if let task = node.task { actions.cancel.append(task) }
-      case .finishedRetry(let timer):
-        // The failed attempt is the task's last one: route it now (silently).
-        if let timer { actions.timers.append(timer.timer) }
-        outbox.route(node)
-      case .none:
-        break
-      }
-    }
-    return actions
   }
 }

@@ -18,6 +18,8 @@ final class TaskGroupEntry: @unchecked Sendable {
   /// Tasks per second, as a token bucket (`nil`: no rate limit). Combines with ``limit``: a
   /// task is admitted only with a slot and a token.
   var rate: RateLimit?
+  /// How many tasks may wait behind the limits (`nil`: no bound), and who waits for room.
+  var bound: QueueBound?
   /// Tasks waiting for a slot, in tracking order, from `waitingHead` on. An admitted task's
   /// entry is moved out (it keeps `nil`), so that the line never holds a node after its
   /// admission: a node routed since would otherwise be released when the line compacts, under

@@ -45,7 +45,9 @@ extension JobController {
         .invalidLimit, "setMaxConcurrentTasks(\(limit), forGroup: \(group)) needs a limit of 1 or more; ignored")
       return
     }
-    queueAdmitted(jobState.withLock { $0.setLimit(limit, for: group) })
+    let (admitted, effects) = jobState.withLock { ($0.setLimit(limit, for: group), $0.takeAdmissionEffects()) }
+    performAdmissionEffects(effects)
+    queueAdmitted(admitted)
   }
 
   /// Tracks `task`, adds it to ``taskQueue`` and cancels it if it still runs after `timeout`. A
@@ -91,7 +93,9 @@ extension JobController {
     else { return false }
     // `timing` never changes once the node is published: read it without the lock.
     let now = node.timing != nil ? ContinuousClock.now : nil
-    guard let (admitted, timeout) = jobState.withLock({ $0.beginRetry(of: node, at: now) }) else { return false }
+    let (began, effects) = jobState.withLock { ($0.beginRetry(of: node, at: now), $0.takeAdmissionEffects()) }
+    performAdmissionEffects(effects)
+    guard let (admitted, timeout) = began else { return false }
     timeout?.cancel()
     queueAdmitted(admitted)
     var generator = SystemRandomNumberGenerator()
@@ -204,9 +208,9 @@ extension JobController {
   /// go, and tells the children if this thread becomes their deliverer.
   func applyJobSuspension(_ isSuspended: Bool, generation: UInt64) {
     let (actions, refills) = jobState.withLock {
-      ($0.setSuspended(isSuspended, generation: generation), $0.takeRefillsDue())
+      ($0.setSuspended(isSuspended, generation: generation), $0.takeAdmissionEffects())
     }
-    scheduleRefills(refills)
+    performAdmissionEffects(refills)
     if !actions.admitted.isEmpty {
       queueAdmitted(actions.admitted)
     }

@@ -32,8 +32,82 @@ extension JobState {
     return admitted
   }
 
+  // MARK: Backpressure
+
+  /// `tryTrackAndQueue` asks whether a task of `group` may be tracked: `false` when its bound
+  /// is reached (nothing changes).
+  func acceptUnderBound(_ group: TaskGroupEntry) -> Bool {
+    guard let bound = group.bound, group.limit != nil || group.rate != nil else { return true }
+    return bound.hasRoom(queued: queued(in: group)) || startsAtOnce(group)
+  }
+
+  /// `group`'s tracked tasks that hold no slot and were not routed: waiting behind its limits,
+  /// being tracked, or finished and waiting for their callbacks (a task's memory is held until
+  /// it is routed, so this is what the bound counts).
+  private func queued(in group: TaskGroupEntry) -> Int {
+    group.unfinished - group.running
+  }
+
+  /// Whether a task of `group` tracked now would start at once: a slot and a token are free and
+  /// no other task is queued (a bound of 0 accepts only such a task).
+  private func startsAtOnce(_ group: TaskGroupEntry) -> Bool {
+    group.hasRoom && queued(in: group) == 0
+  }
+
+  /// Whether `group` has room under its bound now.
+  private func hasRoomUnderBound(_ group: TaskGroupEntry) -> Bool {
+    group.bound?.hasRoom(queued: queued(in: group)) == true || startsAtOnce(group)
+  }
+
+  /// Sets a group's bound on waiting tasks.
+  mutating func setMaxQueued(_ count: Int, for type: Operation.Type) {
+    let group = registry.group(for: type)
+    group.bound = QueueBound(max: count, replacing: group.bound)
+    wakeIfRoom(in: group)
+  }
+
+  /// A producer waits for room in `type`'s group: `nil` (and nothing registered) if there is
+  /// room now, or no bound; `false` if the job finished; else the waiter's id.
+  mutating func waitForRoom(in type: Operation.Type, _ continuation: CheckedContinuation<Bool, Never>)
+    -> UInt64?
+  {
+    guard !phase.isFinished else {
+      admissionEffects.wakes.append((continuation, false))
+      return nil
+    }
+    let group = registry.group(for: type)
+    guard group.bound != nil, group.limit != nil || group.rate != nil, !hasRoomUnderBound(group) else {
+      admissionEffects.wakes.append((continuation, true))
+      return nil
+    }
+    return group.bound?.addWaiter(continuation)
+  }
+
+  /// The waiting producer `id` of `type`'s group was cancelled: its continuation, if not resumed.
+  mutating func cancelWaitForRoom(in type: Operation.Type, _ id: UInt64) -> CheckedContinuation<Bool, Never>? {
+    registry.group(for: type).bound?.removeWaiter(id)
+  }
+
+  /// Room may have appeared in `group` (a task was admitted or routed, a slot freed): its
+  /// waiting producers look again.
+  mutating func wakeIfRoom(in group: TaskGroupEntry) {
+    guard group.bound?.hasWaiters == true, hasRoomUnderBound(group) else { return }
+    for waiter in group.bound?.takeWaiters() ?? [] {
+      admissionEffects.wakes.append((waiter, true))
+    }
+  }
+
+  /// The job finishes: every waiting producer is told there will be no room.
+  mutating func wakeProducersForFinish(_ groups: [TaskGroupEntry]) {
+    for group in groups where group.bound?.hasWaiters == true {
+      for waiter in group.bound?.takeWaiters() ?? [] {
+        admissionEffects.wakes.append((waiter, false))
+      }
+    }
+  }
+
   /// Sets a group's rate limit. Returns the waiting tasks it admits, to be queued by the
-  /// caller, who also starts the refills due (``takeRefillsDue()``) with the same lock.
+  /// caller, who also takes the ``takeAdmissionEffects()`` with the same lock.
   mutating func setRateLimit(tasksPerSecond: Double, burst: Int, for type: Operation.Type) -> [Admission] {
     let group = registry.group(for: type)
     group.rate = RateLimit(tasksPerSecond: tasksPerSecond, burst: burst, replacing: group.rate)
@@ -52,23 +126,29 @@ extension JobState {
     return (admitted, again)
   }
 
-  /// The groups whose refill timer the caller schedules now (usually none).
-  mutating func takeRefillsDue() -> [TaskGroupEntry] {
-    guard !refillsDue.isEmpty else { return [] }
-    return exchange(&refillsDue, with: [])
+  /// What the caller does after the lock besides queueing (usually nothing: `nil`).
+  mutating func takeAdmissionEffects() -> AdmissionEffects? {
+    guard !admissionEffects.isEmpty else { return nil }
+    return exchange(&admissionEffects, with: AdmissionEffects())
   }
 
   /// A token was taken or a task lines up: `group`'s bucket needs its refill timer if none runs.
   private mutating func startRefillIfNeeded(of group: TaskGroupEntry) {
     if group.rate?.startRefill(waiting: group.waitingCount > 0) == true {
-      refillsDue.append(group)
+      admissionEffects.refills.append(group)
     }
   }
 
   /// A stop drops the rate limits: the tasks still waiting are cancelled and finish without
   /// running, so they need no token (a concurrency limit still holds). Returns those admitted.
+  /// Producers waiting for room look again: what they track now is cancelled at once.
   mutating func dropRateLimitsForStop() -> [Admission] {
     var admitted: [Admission] = []
+    for group in registry.groups.values where group.bound?.hasWaiters == true {
+      for waiter in group.bound?.takeWaiters() ?? [] {
+        admissionEffects.wakes.append((waiter, true))
+      }
+    }
     for group in registry.groups.values where group.rate != nil {
       group.rate = nil
       if !suspension.isSuspended {
@@ -105,12 +185,16 @@ extension JobState {
   /// by the caller (none while the job is suspended: the resume admits them).
   mutating func releaseSlot(in group: TaskGroupEntry) -> [Admission] {
     group.running -= 1
+    wakeIfRoom(in: group)
     guard !suspension.isSuspended else { return [] }
     return admissions(group.admitWaiting())
   }
 
-  func admissions(_ admitted: [(node: TrackedTask, queue: OperationQueue)]) -> [Admission] {
-    admitted.compactMap { node, queue in
+  mutating func admissions(_ admitted: [(node: TrackedTask, queue: OperationQueue)]) -> [Admission] {
+    if let group = admitted.first?.node.group {
+      wakeIfRoom(in: group)
+    }
+    return admitted.compactMap { node, queue in
       guard let task = node.task else { return nil }
       return (task, queue)
     }

@@ -78,17 +78,22 @@ extension JobController {
           + "a burst of 1 or more; ignored")
       return
     }
-    let (admitted, refills) = jobState.withLock {
-      ($0.setRateLimit(tasksPerSecond: tasksPerSecond, burst: burst, for: group), $0.takeRefillsDue())
+    let (admitted, effects) = jobState.withLock {
+      ($0.setRateLimit(tasksPerSecond: tasksPerSecond, burst: burst, for: group), $0.takeAdmissionEffects())
     }
-    scheduleRefills(refills)
+    performAdmissionEffects(effects)
     queueAdmitted(admitted)
   }
 
-  /// Schedules the refill timer of each group (one runs per group at a time).
-  func scheduleRefills(_ groups: [TaskGroupEntry]) {
-    for group in groups {
+  /// Carries out what admissions left to do after the lock: schedules refill timers (one per
+  /// group at a time) and resumes the producers waiting for room.
+  func performAdmissionEffects(_ effects: AdmissionEffects?) {
+    guard let effects else { return }
+    for group in effects.refills {
       scheduleRefill(of: group)
+    }
+    for (waiter, room) in effects.wakes {
+      waiter.resume(returning: room)
     }
   }
 
@@ -99,9 +104,10 @@ extension JobController {
     // group entry is held: the timer refills its bucket.
     _ = clock.schedule(after: interval) { [weak self] in
       guard let self else { return }
-      let (admitted, again) = self.jobState.withLock { $0.refill(group) }
-      self.queueAdmitted(admitted)
-      if again {
+      let (refilled, effects) = self.jobState.withLock { ($0.refill(group), $0.takeAdmissionEffects()) }
+      self.performAdmissionEffects(effects)
+      self.queueAdmitted(refilled.admitted)
+      if refilled.again {
         self.scheduleRefill(of: group)
       }
     }
