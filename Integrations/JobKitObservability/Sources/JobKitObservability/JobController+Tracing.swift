@@ -8,7 +8,9 @@ extension JobController {
   ///
   /// Spans carry the times of the events: a job's span runs from its `started` to its `finished`
   /// event, a task's span lasts its `duration` and ends at its `taskFinished` event. A failed
-  /// task or job records its error and gets the status `error`. Attributes: `jobkit.job.type`
+  /// task or job records its error and gets the status `error`; so does a task stopped with a
+  /// reason (`cancel(reason:)`, its job's fail or time limit: the `taskFinished` event's error
+  /// is its `cancellationReason`). Attributes: `jobkit.job.type`
   /// on job spans, `jobkit.group` on task spans.
   ///
   /// - Parameters:

@@ -283,7 +283,7 @@ open class GroupJob: JobController, @unchecked Sendable {
   /// ready; one that runs or finished elsewhere is left alone (queueing it again would be a
   /// fatal error in Foundation).
   private func finishCancelled(_ task: Operation, jobWaits: Bool) {
-    task.cancel()
+    task.cancel(handingDown: stopReason())
     guard !task.isExecuting && !task.isFinished else { return }
     if task.isReady {
       task.start()

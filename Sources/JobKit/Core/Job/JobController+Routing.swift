@@ -65,6 +65,7 @@ extension JobController {
     if let delivery = batch.events {
       deliver(delivery)
     }
+    performAdmissionEffects(batch.deliveries?.effects)
     if let (progress, total, completed) = batch.progress {
       // No lock is held while `Progress` changes (on Apple platforms its KVO observers run now).
       progress.totalUnitCount = total
@@ -84,6 +85,8 @@ extension JobController {
       return perform(last)
     case .step(.finish(let finish)):
       finish.graceTimer?.cancel()
+      finish.timeLimitTimer?.cancel()
+      performAdmissionEffects(finish.effects)
       for group in finish.unusedLimits {
         reportMisuse(
           .limitNeverUsed,
@@ -138,6 +141,7 @@ extension JobController {
       if !actions.admitted.isEmpty {
         queueAdmitted(actions.admitted)
       }
+      performAdmissionEffects(actions.effects)
     }
     if role == .drainer, first == nil { return }  // nothing left: the drainer was released
     drain(role, on: thread, first: first)
@@ -152,13 +156,31 @@ extension JobController {
     } else if let operation = node.operation as? ConcurrentOperation {
       error = operation.error
     }
-    let name = node.timing != nil ? node.operation.name : nil
-    guard error != nil || name != nil else { return .nothing }
-    return FinishReport(error: error, isCancelled: error != nil ? node.operation.isCancelled : nil, name: name)
+    let observed = node.timing != nil
+    let name = observed ? node.operation.name : nil
+    let reason = observed ? eventReason(of: node.operation) : nil
+    guard error != nil || name != nil || reason != nil else { return .nothing }
+    return FinishReport(
+      error: error, isCancelled: error != nil ? node.operation.isCancelled : nil, name: name, reason: reason)
+  }
+
+  /// The reason a stopped task's `taskFinished` event carries: its `cancellationReason`, unless
+  /// it is a plain `cancel()`'s `CancellationError` (which events leave out, as before reasons).
+  private func eventReason(of task: Operation) -> (any Error)? {
+    guard let reason = (task as? ConcurrentOperation)?.cancellationReason, !(reason is CancellationError) else {
+      return nil
+    }
+    return reason
   }
 
   func stop(_ reason: JobState.Stop) {
     perform(jobState.withLock { $0.stop(reason) })
+  }
+
+  /// Why the job stops, to hand down to a task tracked while it stops.
+  func stopReason() -> any Error {
+    if let error = jobState.withLock({ $0.phase.stopError }) { return error }
+    return cancellationReason ?? CancellationError()
   }
 
   /// Carries out a stop that was recorded: now, or, when this thread is carrying out another
@@ -171,6 +193,8 @@ extension JobController {
   /// Carries out a stop: cancels timers, arms the grace period, cancels tasks, queues the tasks
   /// a suspension held back, drains.
   func performNow(_ actions: JobState.StopActions) {
+    // Recorded before anything is cancelled, so that what is cancelled sees the job's reason.
+    let reason = adoptCancellationReason(actions.reason)
     for timer in actions.timers {
       timer.cancel()
     }
@@ -179,12 +203,13 @@ extension JobController {
       armCancellationGrace()
     }
     for task in actions.cancel {
-      task.cancel()
+      task.cancel(handingDown: reason)
     }
     // Tasks a suspension held back go to their queues after their cancel: they finish at once.
     if !actions.admitted.isEmpty {
       queueAdmitted(actions.admitted)
     }
+    performAdmissionEffects(actions.effects)
     drainIfIdle()
   }
 
@@ -221,7 +246,10 @@ extension JobController {
     // Only a failure asks whether the task was cancelled (corelibs' `isCancelled` takes a lock).
     let isCancelled = failure != nil && task.isCancelled
     let name = node.timing != nil ? task.name : nil
-    return withJobState { $0.beginRouting(node, failure: failure, isCancelled: isCancelled, name: name) }
+    let reason = node.timing != nil ? eventReason(of: task) : nil
+    return withJobState {
+      $0.beginRouting(node, failure: failure, isCancelled: isCancelled, name: name, reason: reason)
+    }
   }
 
   /// The failure a finished task stands for, if any: a timeout, or a `ConcurrentOperation` error.

@@ -5,31 +5,38 @@ extension JobController {
   /// and queues it on `queue` (unless it waits for a slot of its group's limit). When called
   /// from `main()`, then routes the tasks that had finished (it asks to drain with the same lock,
   /// so `main()`'s thread, which tracks every task, takes it once less per task). Returns the
-  /// node, or `nil` if it was not tracked.
+  /// node, or `nil` if it was not tracked. `bounded`: refused (not tracked) when the task's
+  /// group has as many tasks waiting as `setMaxQueuedTasks` allows.
   @discardableResult @inline(__always)
   @usableFromInline
   func track(
-    _ task: Operation, node: TrackedTask, queue: OperationQueue?, replacing previous: TrackedTask? = nil
+    _ task: Operation, node: TrackedTask, queue: OperationQueue?, replacing previous: TrackedTask? = nil,
+    bounded: Bool = false
   ) -> TrackedTask? {
     var mayQueue = true
-    return track(task, node: node, queue: queue, replacing: previous, waitsForDependencies: false, mayQueue: &mayQueue)
+    return track(
+      task, node: node, queue: queue, replacing: previous, waitsForDependencies: false, bounded: bounded,
+      mayQueue: &mayQueue)
   }
 
   /// `track`, for a task that `waitsForDependencies` too (it is not queued now); `mayQueue` is
   /// set to `false` if another job claimed the task's queueing (this one must never queue it).
   func track(
     _ task: Operation, node: TrackedTask, queue: OperationQueue?, replacing previous: TrackedTask?,
-    waitsForDependencies: Bool, mayQueue mayQueueOut: inout Bool
+    waitsForDependencies: Bool, bounded: Bool = false, mayQueue mayQueueOut: inout Bool
   ) -> TrackedTask? {
     let thread = currentThreadID()
     let (outcome, role) = jobState.withLock { state in
       let outcome = state.track(
-        task, node: node, queue: queue, replacing: previous, waitsForDependencies: waitsForDependencies)
+        task, node: node, queue: queue, replacing: previous, waitsForDependencies: waitsForDependencies,
+        bounded: bounded)
       return (outcome, state.claimDrain(on: thread, inTrack: true))
     }
     var tracked: TrackedTask?
     var routesAgain = false
     switch outcome {
+    case .refused:
+      break
     case .jobFinished:
       reportMisuse(
         .trackedAfterJobFinished,
@@ -39,7 +46,7 @@ extension JobController {
       // A replaced attempt's task is released here, after the lock, if this was its last reference.
       _ = replaced
       if cancel {
-        task.cancel()
+        task.cancel(handingDown: stopReason())
       }
       switch observeFinish(of: task, node: node, claimingQueue: queue != nil) {
       case .duplicate:
@@ -73,8 +80,14 @@ extension JobController {
           // Not queued here: the task may have finished while its block was being wrapped.
           CompletionBlockHook.signalIfFinishedWhileWrapping(task, installedHook)
         }
-        if waitsForSlot, mayQueue, let queue, jobState.withLock({ $0.admitOrWait(node, queue: queue) }) {
-          enqueue(task, on: queue)
+        if waitsForSlot, mayQueue, let queue {
+          let (admitted, effects) = jobState.withLock { state in
+            (state.admitOrWait(node, queue: queue), state.takeAdmissionEffects())
+          }
+          performAdmissionEffects(effects)
+          if admitted {
+            enqueue(task, on: queue)
+          }
         }
         tracked = node
       }

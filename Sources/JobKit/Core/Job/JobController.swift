@@ -98,7 +98,8 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// Starts the job on ``sharedJobQueue`` unless ``startJob()``, `run()` or a parent job's
   /// `trackAndQueue` already queued it (or it already started), then suspends until it finished.
   ///
-  /// Throws the job's error (see ``fail(_:)``), or `CancellationError` if it was cancelled.
+  /// Throws the job's error (see ``fail(_:)``), or, if it was cancelled, its
+  /// ``ConcurrentOperation/cancellationReason`` (`CancellationError` after a plain `cancel()`).
   /// Cancelling the awaiting Swift task cancels the job; `run()` still returns only once the job
   /// and all its tasks finished. If you added the job to a queue yourself, await
   /// ``ConcurrentOperation/waitForFinish()`` instead: JobKit cannot see that submission, and
@@ -187,6 +188,8 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// Called by ``fail(_:)``: stops the job with `error`. A subclass that must finish work of its
   /// own before the job can finish overrides it and calls `super`; never with a lock held.
   func failureRequested(_ error: any Error) {
+    // The reason first: a task tracked while the job stops reads it.
+    _ = adoptCancellationReason(error)
     stop(.failed(error))
     // As a cancel does: a start that waited for a resume runs now (stopped, the job finishes
     // without `main()`), and a later `suspend()` is a no-op.
@@ -223,7 +226,11 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// Runs `main()`, then routes finished tasks. Subclasses override `main()`, not this.
   public final override func operationStart() {
     let thread = currentThreadID()
-    if withJobState({ $0.beginMain(on: thread) }) {
+    let (runsMain, timeLimit) = withJobState { ($0.beginMain(on: thread), $0.timeLimit.begin()) }
+    if let timeLimit {
+      armTimeLimit(timeLimit)
+    }
+    if runsMain {
       main()
     } else {
       stoppedBeforeMain()

@@ -9,15 +9,22 @@ final class JobFinish {
   /// Why the job stopped early, if it did.
   let stop: JobStop?
   let graceTimer: (any JobTimer)?
+  /// The armed timer of the job's time limit, to cancel.
+  let timeLimitTimer: (any JobTimer)?
   let droppedGroups: [TaskGroupEntry]
+  /// Producers waiting for room, told that the job finished.
+  let effects: AdmissionEffects?
 
   init(
     error: (any Error)?, stop: JobStop? = nil, graceTimer: (any JobTimer)? = nil,
-    droppedGroups: [TaskGroupEntry] = []
+    timeLimitTimer: (any JobTimer)? = nil,
+    droppedGroups: [TaskGroupEntry] = [], effects: AdmissionEffects? = nil
   ) {
+    self.effects = effects
     self.error = error
     self.stop = stop
     self.graceTimer = graceTimer
+    self.timeLimitTimer = timeLimitTimer
     self.droppedGroups = droppedGroups
   }
 

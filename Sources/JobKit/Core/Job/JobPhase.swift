@@ -32,6 +32,13 @@ enum JobPhase {
 
   var isStopping: Bool { stop != nil }
 
+  /// Why the job stops, as handed down to what it cancels: a failing stop's error; `nil` for a
+  /// cancel (its reason is the operation's `cancellationReason`) or while it does not stop.
+  var stopError: (any Error)? {
+    if case .failed(let error)? = stop { return error }
+    return nil
+  }
+
   var isFinished: Bool {
     if case .finished = self { return true }
     return false

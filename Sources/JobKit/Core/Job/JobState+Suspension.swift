@@ -91,7 +91,7 @@ extension JobState {
   private mutating func admitSuspended() -> (admitted: [Admission], released: [TrackedTask]) {
     var admitted: [Admission] = []
     var released: [TrackedTask] = []
-    for group in registry.groups.values where group.limit != nil && group.waitingCount > 0 {
+    for group in registry.groups.values where group.waitingCount > 0 {
       admitted += admissions(group.admitWaiting())
     }
     let waiting = suspension.waiting

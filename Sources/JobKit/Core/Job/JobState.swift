@@ -29,6 +29,9 @@ struct JobState {
   /// How long after a stop unfinished tasks are reported (`nil`: never), and the timer doing it.
   var cancellationGracePeriod: Duration? = .seconds(10)
   var graceTimer: (any JobTimer)?
+  /// `timeLimit`, and what admissions leave to do after the lock (`JobState+Limits.swift`).
+  var timeLimit = TimeLimit()
+  var admissionEffects = AdmissionEffects()
   /// Holds taken with `holdOpen()`: while one is out, the job does not finish, even with nothing
   /// tracked; `allTasksFinished()` runs again once the last is released.
   private(set) var holds = 0
@@ -78,6 +81,9 @@ struct JobState {
     case tracked(
       node: TrackedTask, cancel: Bool, queueNow: Bool, waitsForSlot: Bool, observesEvents: Bool, replaced: Operation?)
     case jobFinished
+    /// `bounded` and the task's group has as many tasks waiting as its bound allows: nothing
+    /// was tracked (`tryTrackAndQueue`).
+    case refused
   }
 
   /// Starts tracking `task` with `node` (made for it), and sets the node's group (the node is made before the lock,
@@ -87,12 +93,15 @@ struct JobState {
   /// `taskTracked` already emitted for an earlier attempt is not emitted again.
   /// `waitsForDependencies`: the task is neither queued nor admitted now; once its finish is
   /// observed, the caller hands it to `waitForDependencies` (`JobState+Dependencies.swift`).
+  /// `bounded`: refuse the task if its group's bound on waiting tasks is reached
+  /// (`JobState+Limits.swift`).
   mutating func track(
     _ task: Operation, node: TrackedTask, queue: OperationQueue?, replacing previous: TrackedTask? = nil,
-    waitsForDependencies: Bool = false
+    waitsForDependencies: Bool = false, bounded: Bool = false
   ) -> TrackOutcome {
     guard !phase.isFinished else { return .jobFinished }
     node.group = registry.group(for: type(of: task))
+    if bounded, !acceptUnderBound(node.group) { return .refused }
     registry.insert(node)
     if dependencies.isActive || waitsForDependencies {
       indexForDependencies(node, task, activating: waitsForDependencies)
@@ -111,7 +120,7 @@ struct JobState {
     }
     var queueNow = queue != nil && !waitsForDependencies
     var waitsForSlot = false
-    if queueNow, node.group.limit != nil || suspension.isSuspended {
+    if queueNow, node.group.limit != nil || node.group.rate != nil || suspension.isSuspended {
       queueNow = false
       waitsForSlot = true
     }
@@ -169,10 +178,13 @@ struct JobState {
     let admitted: [Admission]
     /// The task's armed timeout, to cancel.
     let timeout: (any JobTimer)?
+    /// Refills to schedule and producers to wake (rate limits, bounds).
+    let effects: AdmissionEffects?
 
-    init(admitted: [Admission], timeout: (any JobTimer)?) {
+    init(admitted: [Admission], timeout: (any JobTimer)?, effects: AdmissionEffects? = nil) {
       self.admitted = admitted
       self.timeout = timeout
+      self.effects = effects
     }
   }
 
@@ -187,7 +199,8 @@ struct JobState {
     node.timing?.finishedAt = now
     outbox.route(node)
     guard release.slot || release.box != nil || release.leftLine else { return nil }
-    return FinishActions(admitted: giveBack(release, of: node), timeout: release.timer)
+    let admitted = giveBack(release, of: node)
+    return FinishActions(admitted: admitted, timeout: release.timer, effects: takeAdmissionEffects())
   }
 
   enum RoutingDecision {
@@ -205,21 +218,24 @@ struct JobState {
   mutating func decideFromReport(_ node: TrackedTask) -> RoutingDecision? {
     guard case .finished(let timedOut, let report?) = node.state, let task = node.task else { return nil }
     let error = timedOut ? JobKitError.timedOut(task) : report.error
-    guard let error else { return beginRouting(node, failure: nil, isCancelled: false, name: report.name) }
+    guard let error else {
+      return beginRouting(node, failure: nil, isCancelled: false, name: report.name, reason: report.reason)
+    }
     guard let isCancelled = report.isCancelled else { return nil }
     return beginRouting(
-      node, failure: TaskFailure(task: task, error: error), isCancelled: isCancelled, name: report.name)
+      node, failure: TaskFailure(task: task, error: error), isCancelled: isCancelled, name: report.name,
+      reason: report.reason)
   }
 
   /// The router is about to route `node`: record its failure (if any) and decide whether its
   /// per-task callback runs. `isCancelled` tells whether a failed task was cancelled (it is only
   /// read for a failure); `name` is the
-  /// task's `name` if its events are observed.
-  mutating func beginRouting(_ node: TrackedTask, failure: TaskFailure?, isCancelled: Bool, name: String?)
-    -> RoutingDecision
-  {
+  /// task's `name` if its events are observed; `reason` why it was stopped, for its event.
+  mutating func beginRouting(
+    _ node: TrackedTask, failure: TaskFailure?, isCancelled: Bool, name: String?, reason: (any Error)? = nil
+  ) -> RoutingDecision {
     if let timing = node.timing {
-      reportFinish(of: node, timing, name: name, error: failure?.error)
+      reportFinish(of: node, timing, name: name, error: failure?.error ?? reason)
     }
     if let failure, !(phase.isStopping && isCancelled) {
       failures.append(failure)
@@ -264,7 +280,11 @@ struct JobState {
       }
     }
     node.task = nil
-    guard registry.remove(node) else { return .none }
+    let last = registry.remove(node)
+    if node.group.bound != nil {
+      wakeIfRoom(in: node.group)
+    }
+    guard last else { return .none }
     let group: TaskGroupEntry = node.group
     emit(.groupFinished(group: group.name))
     guard !phase.isStopping else { return .none }
@@ -332,12 +352,15 @@ struct JobState {
     let stop = phase.stop
     phase.finish()
     let droppedGroups = registry.dropGroups()
+    wakeProducersForFinish(droppedGroups)
     emit(.finished(error: error))
     listeners.close()
     progressChanged(progress.finish())
     let graceTimer = graceTimer
     self.graceTimer = nil
-    return JobFinish(error: error, stop: stop, graceTimer: graceTimer, droppedGroups: droppedGroups)
+    return JobFinish(
+      error: error, stop: stop, graceTimer: graceTimer, timeLimitTimer: timeLimit.end(),
+      droppedGroups: droppedGroups, effects: takeAdmissionEffects())
   }
 
   // MARK: Holds
@@ -354,45 +377,5 @@ struct JobState {
   mutating func releaseHold() {
     guard holds > 0 else { return }
     holds -= 1
-  }
-
-  // MARK: Stopping
-
-  struct StopActions {
-    /// Unfinished tasks to cancel. Those waiting for a group slot stay in line: each is queued
-    /// once it gets a slot, and finishes at once, without running.
-    var cancel: [Operation] = []
-    /// Armed timeouts and pending retries to cancel.
-    var timers: [any JobTimer] = []
-    /// The stop was recorded now, with tasks still tracked: the caller arms the grace period.
-    var armsGrace = false
-    /// Tasks a suspension held back, let go by the stop: the caller queues them after the
-    /// cancels, so they finish without running.
-    var admitted: [Admission] = []
-    /// Held tasks that finished while the job was suspended: released with the actions, after
-    /// the lock.
-    var released: [TrackedTask] = []
-  }
-
-  /// Stops the job (first reason wins). Returns what the caller must cancel or release.
-  mutating func stop(_ reason: Stop) -> StopActions {
-    var actions = StopActions()
-    guard phase.recordStop(reason) else { return actions }
-    (actions.admitted, actions.released) = endSuspensionForStop()
-    actions.armsGrace = cancellationGracePeriod != nil && !registry.isEmpty
-    for node in registry.nodes {
-      switch node.state.stop() {
-      case .cancel(let timer):
-        if let timer { actions.timers.append(timer.timer) }
-        if let task = node.task { actions.cancel.append(task) }
-      case .finishedRetry(let timer):
-        // The failed attempt is the task's last one: route it now (silently).
-        if let timer { actions.timers.append(timer.timer) }
-        outbox.route(node)
-      case .none:
-        break
-      }
-    }
-    return actions
   }
 }

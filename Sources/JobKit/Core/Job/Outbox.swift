@@ -232,19 +232,27 @@ extension JobState {
     let taken = outbox.takeNested()
     let events = taken.events.isEmpty ? nil : listeners.delivery(of: taken.events)
     let publication = taken.publishProgress ? progress.publication() : nil
-    if events != nil || publication != nil {
-      drain.deliveries = Deliveries(events: events, progress: publication)
+    // Producers a routed task made room for (`setMaxQueuedTasks`): usually none.
+    let effects = takeAdmissionEffects()
+    if events != nil || publication != nil || effects != nil {
+      drain.deliveries = Deliveries(events: events, progress: publication, effects: effects)
     }
   }
 }
 
-/// What a drainer's batch delivers besides its work: events and progress counts.
+/// What a drainer's batch delivers besides its work: events, progress counts, and producers to
+/// wake.
 final class Deliveries {
   let events: JobEventListeners.Delivery?
   let progress: (progress: Progress, total: Int64, completed: Int64)?
+  let effects: AdmissionEffects?
 
-  init(events: JobEventListeners.Delivery?, progress: (progress: Progress, total: Int64, completed: Int64)?) {
+  init(
+    events: JobEventListeners.Delivery?, progress: (progress: Progress, total: Int64, completed: Int64)?,
+    effects: AdmissionEffects? = nil
+  ) {
     self.events = events
     self.progress = progress
+    self.effects = effects
   }
 }

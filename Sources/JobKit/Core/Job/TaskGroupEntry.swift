@@ -18,6 +18,11 @@ final class TaskGroupEntry: @unchecked Sendable {
   @exclusivity(unchecked) var limit: Int?
   /// How many of the group's tasks hold a slot.
   @exclusivity(unchecked) var running = 0
+  /// Tasks per second, as a token bucket (`nil`: no rate limit). Combines with ``limit``: a
+  /// task is admitted only with a slot and a token.
+  var rate: RateLimit?
+  /// How many tasks may wait behind the limits (`nil`: no bound), and who waits for room.
+  var bound: QueueBound?
   /// Tasks waiting for a slot, in tracking order. The line never holds a node after its
   /// admission (see `Line`): a node routed since would otherwise be released when the line
   /// compacts, under the job's lock, with the user's completion closure.
@@ -55,16 +60,24 @@ final class TaskGroupEntry: @unchecked Sendable {
     }
   }
 
+  /// Whether a task may be admitted now: a slot is free (or there is no limit) and the rate
+  /// limit, if any, has a token.
+  var hasRoom: Bool {
+    if let limit, running >= limit { return false }
+    return rate?.hasToken ?? true
+  }
+
   /// Gives free slots to waiting tasks, in order. Returns the admitted ones, with their queues.
   func admitWaiting() -> [(node: TrackedTask, queue: OperationQueue)] {
     var admitted: [(node: TrackedTask, queue: OperationQueue)] = []
     // Every task in the line waits: a task that stops waiting otherwise leaves it (`leaveLine`).
-    while let limit, running < limit, let node = waiting.popFirst() {
+    while hasRoom, let node = waiting.popFirst() {
       guard let queue = node.state.admitFromLine() else {
         assertionFailure("a task in its group's line no longer waits for a slot")
         continue
       }
       running += 1
+      rate?.take()
       admitted.append((node, queue))
     }
     return admitted

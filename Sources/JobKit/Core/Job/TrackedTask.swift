@@ -371,14 +371,18 @@ final class FinishReport: Sendable {
   let isCancelled: Bool?
   /// The task's `name`, read only while events are listened to.
   let name: String?
+  /// Why the task was stopped (its `cancellationReason`, unless a plain `cancel()`'s), read
+  /// only while events are listened to: its `taskFinished` event carries it.
+  let reason: (any Error)?
 
   /// The report of a task that did not fail and whose events nobody listens to.
   static let nothing = FinishReport()
 
-  init(error: (any Error)? = nil, isCancelled: Bool? = nil, name: String? = nil) {
+  init(error: (any Error)? = nil, isCancelled: Bool? = nil, name: String? = nil, reason: (any Error)? = nil) {
     self.error = error
     self.isCancelled = isCancelled
     self.name = name
+    self.reason = reason
   }
 }
 

@@ -13,7 +13,11 @@ public enum JobEvent: Sendable {
   /// Linux; their durations count from when they were tracked.)
   case taskStarted(task: String, group: String, at: ContinuousClock.Instant)
   /// A task finished and is being routed: how long it ran (from its start, or from when it was
-  /// tracked if its start was not observed) and its error, if it failed.
+  /// tracked if its start was not observed) and its error, if it failed; for a
+  /// ``ConcurrentOperation`` stopped with a reason (``ConcurrentOperation/cancel(reason:)``, its
+  /// job's stop, a time limit) that did not fail otherwise, that reason
+  /// (``ConcurrentOperation/cancellationReason``; a plain `cancel()`'s `CancellationError` is
+  /// left out).
   ///
   /// Every task with a `taskTracked` event gets exactly one `taskFinished`, after it, whatever
   /// ends it (a finish, a failure, a cancel, a timeout, a stop). A retried task is one task here,

@@ -45,11 +45,17 @@ public struct JobKitError: Error, Hashable, Sendable, CustomStringConvertible {
     public static let taskAlreadyQueued = Code(name: "taskAlreadyQueued")
     /// `setMaxConcurrentTasks` was given a limit below 1: the call is ignored. Or a group that
     /// takes its tasks from a sequence was given a `maxRunning` below 1: reported when it starts,
-    /// and 1 is used.
+    /// and 1 is used. Also a negative `timeLimit`, one set after the job started, a negative
+    /// `setMaxQueuedTasks` count, or a `setRateLimit` rate that is not positive and finite or a
+    /// burst below 1: the setting is ignored.
     public static let invalidLimit = Code(name: "invalidLimit")
     /// Not a misuse: the error recorded for a task that was still running when its timeout
     /// expired (see `JobController.trackAndQueue(_:timeout:completion:)`). The task was cancelled.
     public static let timedOut = Code(name: "timedOut")
+    /// Not a misuse: a job's ``JobController/timeLimit`` ran out before it finished. The job
+    /// failed with this error (its `run()` throws it) and every task and nested job below it was
+    /// cancelled with it as their ``ConcurrentOperation/cancellationReason``.
+    public static let timeLimitExceeded = Code(name: "timeLimitExceeded")
     /// Not a misuse of JobKit's API but of a task's contract: a job was cancelled or failed, and
     /// after its `cancellationGracePeriod` some task it cancelled had still not finished (see
     /// `JobController.cancellationGracePeriod`). The message names those tasks; the job keeps

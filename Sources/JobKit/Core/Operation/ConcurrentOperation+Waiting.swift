@@ -1,8 +1,9 @@
 import Foundation
 
 extension ConcurrentOperation {
-  /// Suspends until the operation finished, then throws its ``error``, or `CancellationError` if
-  /// it was cancelled and finished without an error. Does not start the operation.
+  /// Suspends until the operation finished, then throws its ``error``, or, if it was cancelled
+  /// and finished without an error, its ``cancellationReason`` (`CancellationError` for a plain
+  /// `cancel()`). Does not start the operation.
   ///
   /// If the awaiting Swift task is cancelled first, this stops waiting at once and throws
   /// `CancellationError`; the operation itself is not cancelled (use `JobController.run()` to
@@ -31,10 +32,16 @@ extension ConcurrentOperation {
     try throwOutcome()
   }
 
-  /// Throws the operation's error, or `CancellationError` for a cancelled operation without one.
+  /// Throws the operation's error, or for a cancelled operation without one its
+  /// ``cancellationReason`` (`CancellationError` if none was recorded).
+  /// A `CancellationError` the operation finished with after a cancel with a reason (a step
+  /// that saw its Swift task cancelled) is replaced by that reason.
   func throwOutcome() throws {
-    if let error { throw error }
-    if isCancelled { throw CancellationError() }
+    if let error {
+      if error is CancellationError, let reason = cancellationReason { throw reason }
+      throw error
+    }
+    if isCancelled { throw cancellationReason ?? CancellationError() }
   }
 }
 

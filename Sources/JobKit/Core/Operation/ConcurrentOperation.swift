@@ -112,7 +112,12 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
   /// ``operationCancelled()`` (once). An operation that did not start yet will finish as soon as
   /// its queue starts it, without calling ``operationStart()``. Calling it again, or after the
   /// operation finished, has no further effect.
+  ///
+  /// Records `CancellationError` as ``cancellationReason`` unless a reason was recorded first
+  /// (see ``cancel(reason:)``).
   public final override func cancel() {
+    let unused = state.withLock { $0.recordCancellationReason(CancellationError()) }
+    _ = unused  // released after the lock
     super.cancel()
     cancellationRequested()
     switch state.withLock({ $0.cancel() }) {
@@ -125,6 +130,37 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
       startCancelled()
       startReturned()
     }
+  }
+
+  /// Cancels the operation as `cancel()` does, recording `reason` as its
+  /// ``cancellationReason``: ``JobController/run()`` and ``waitForFinish()`` throw it, a job hands
+  /// it down to every task and nested job it cancels, and its `taskFinished` event carries it.
+  ///
+  /// The first reason wins: a later `cancel(reason:)`, a ``JobController/fail(_:)`` after it, or
+  /// a cancel after the operation finished keeps the reason there is. Safe from any thread.
+  public final func cancel(reason: any Error) {
+    let unused = state.withLock { $0.recordCancellationReason(reason) }
+    _ = unused  // released after the lock
+    cancel()
+  }
+
+  /// Why the operation was stopped, or `nil` if it was not (or only after it finished): the
+  /// reason given to ``cancel(reason:)``; for a job, the error given to
+  /// ``JobController/fail(_:)``, ``JobKitError/Code/timeLimitExceeded`` when its
+  /// ``JobController/timeLimit`` ran out, or the failing task's error under
+  /// ``FailurePolicy/failFast``; for a task or nested job a job stopped, the job's reason;
+  /// `CancellationError` after a plain `cancel()`. The first reason recorded stays.
+  public var cancellationReason: (any Error)? { state.withLock { $0.cancellationReason } }
+
+  /// Records `reason` (if there is none yet) and returns the reason the operation stops with:
+  /// what a job hands down to the tasks it cancels.
+  func adoptCancellationReason(_ reason: (any Error)?) -> any Error {
+    let (unused, current): ((any Error)?, (any Error)?) = state.withLock { state in
+      let unused = reason.flatMap { state.recordCancellationReason($0) }
+      return (unused, state.cancellationReason)
+    }
+    _ = unused  // released after the lock
+    return current ?? CancellationError()
   }
 
   /// Suspends the operation: if its queue starts it while suspended, ``operationStart()`` waits
@@ -273,5 +309,18 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
     willChangeValue(forKey: "isExecuting")
     didChangeValue(forKey: "isExecuting")
     didChangeValue(forKey: "isFinished")
+  }
+}
+
+extension Operation {
+  /// Cancels the operation with `reason` if it is a ``ConcurrentOperation`` (which records it as
+  /// its ``ConcurrentOperation/cancellationReason``), else plainly: how a job hands its reason
+  /// down to the tasks it stops.
+  func cancel(handingDown reason: any Error) {
+    if let operation = self as? ConcurrentOperation {
+      operation.cancel(reason: reason)
+    } else {
+      cancel()
+    }
   }
 }

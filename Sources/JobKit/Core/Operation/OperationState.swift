@@ -84,6 +84,10 @@ struct OperationState {
 
   var phase = Phase.idle(cancelled: false)
   var error: (any Error)?
+  /// Why the operation was stopped: the first reason recorded before it finished (a
+  /// `cancel(reason:)`, a job's `fail(_:)` or time limit, a parent's reason handed down), or
+  /// `CancellationError` for a plain `cancel()`. `nil` until then.
+  var cancellationReason: (any Error)?
   var observers = Observers.none
   /// Told when the operation starts, then dropped (empty for an operation nobody's events
   /// observe: no allocation).
@@ -151,6 +155,15 @@ struct OperationState {
     guard case .starting(let cancelPending) = phase else { return false }
     phase = .running(cancelDelivered: cancelPending)
     return cancelPending
+  }
+
+  /// Records `reason` as why the operation stops, unless it finished or already has a reason
+  /// (the first wins). Returns the reason not kept, for the caller to release after the lock
+  /// (an error is a user's value: its `deinit` may be user code).
+  mutating func recordCancellationReason(_ reason: any Error) -> (any Error)? {
+    guard phase != .finished, cancellationReason == nil else { return reason }
+    cancellationReason = reason
+    return nil
   }
 
   enum CancelAction {

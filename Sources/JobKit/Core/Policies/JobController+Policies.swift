@@ -45,7 +45,9 @@ extension JobController {
         .invalidLimit, "setMaxConcurrentTasks(\(limit), forGroup: \(group)) needs a limit of 1 or more; ignored")
       return
     }
-    queueAdmitted(jobState.withLock { $0.setLimit(limit, for: group) })
+    let (admitted, effects) = jobState.withLock { ($0.setLimit(limit, for: group), $0.takeAdmissionEffects()) }
+    performAdmissionEffects(effects)
+    queueAdmitted(admitted)
   }
 
   /// Tracks `task`, adds it to ``taskQueue`` and cancels it if it still runs after `timeout`. A
@@ -91,7 +93,9 @@ extension JobController {
     else { return false }
     // `timing` never changes once the node is published: read it without the lock.
     let now = node.timing != nil ? ContinuousClock.now : nil
-    guard let (admitted, timeout) = jobState.withLock({ $0.beginRetry(of: node, at: now) }) else { return false }
+    let (began, effects) = jobState.withLock { ($0.beginRetry(of: node, at: now), $0.takeAdmissionEffects()) }
+    performAdmissionEffects(effects)
+    guard let (admitted, timeout) = began else { return false }
     timeout?.cancel()
     queueAdmitted(admitted)
     var generator = SystemRandomNumberGenerator()
@@ -129,7 +133,7 @@ extension JobController {
       guard let self, let node, let task = self.jobState.withLock({ $0.armedTask(of: node) }), !task.isFinished,
         let expired = self.jobState.withLock({ $0.timeoutExpired(for: node) })
       else { return }
-      expired.task.cancel()
+      expired.task.cancel(handingDown: JobKitError.timedOut(expired.task))
     }
     if !jobState.withLock({ $0.timeoutScheduled(timer, for: node) }) {
       timer.cancel()
@@ -203,7 +207,10 @@ extension JobController {
   /// Applies change number `generation` of the job's suspension: queues the tasks a resume lets
   /// go, and tells the children if this thread becomes their deliverer.
   func applyJobSuspension(_ isSuspended: Bool, generation: UInt64) {
-    let actions = jobState.withLock { $0.setSuspended(isSuspended, generation: generation) }
+    let (actions, refills) = jobState.withLock {
+      ($0.setSuspended(isSuspended, generation: generation), $0.takeAdmissionEffects())
+    }
+    performAdmissionEffects(refills)
     if !actions.admitted.isEmpty {
       queueAdmitted(actions.admitted)
     }

@@ -19,13 +19,143 @@ extension JobState {
       return false
     }
     let group: TaskGroupEntry = node.group
-    guard let limit = group.limit else { return true }
-    if group.running < limit, group.waitingCount == 0 {
+    guard group.limit != nil || group.rate != nil else { return true }
+    var admitted = false
+    if group.hasRoom, group.waitingCount == 0 {
       group.giveSlot(to: node)
-      return true
+      group.rate?.take()
+      admitted = true
+    } else {
+      group.enqueueWaiting(node, for: queue)
     }
-    group.enqueueWaiting(node, for: queue)
-    return false
+    startRefillIfNeeded(of: group)
+    return admitted
+  }
+
+  // MARK: Backpressure
+
+  /// `tryTrackAndQueue` asks whether a task of `group` may be tracked: `false` when its bound
+  /// is reached (nothing changes).
+  func acceptUnderBound(_ group: TaskGroupEntry) -> Bool {
+    guard let bound = group.bound, group.limit != nil || group.rate != nil else { return true }
+    return bound.hasRoom(queued: queued(in: group)) || startsAtOnce(group)
+  }
+
+  /// `group`'s tracked tasks that hold no slot and were not routed: waiting behind its limits,
+  /// being tracked, or finished and waiting for their callbacks (a task's memory is held until
+  /// it is routed, so this is what the bound counts).
+  private func queued(in group: TaskGroupEntry) -> Int {
+    group.unfinished - group.running
+  }
+
+  /// Whether a task of `group` tracked now would start at once: a slot and a token are free and
+  /// no other task is queued (a bound of 0 accepts only such a task).
+  private func startsAtOnce(_ group: TaskGroupEntry) -> Bool {
+    group.hasRoom && queued(in: group) == 0
+  }
+
+  /// Whether `group` has room under its bound now.
+  private func hasRoomUnderBound(_ group: TaskGroupEntry) -> Bool {
+    group.bound?.hasRoom(queued: queued(in: group)) == true || startsAtOnce(group)
+  }
+
+  /// Sets a group's bound on waiting tasks.
+  mutating func setMaxQueued(_ count: Int, for type: Operation.Type) {
+    let group = registry.group(for: type)
+    group.bound = QueueBound(max: count, replacing: group.bound)
+    wakeIfRoom(in: group)
+  }
+
+  /// A producer waits for room in `type`'s group: `nil` (and nothing registered) if there is
+  /// room now, or no bound; `false` if the job finished; else the waiter's id.
+  mutating func waitForRoom(in type: Operation.Type, _ continuation: CheckedContinuation<Bool, Never>)
+    -> UInt64?
+  {
+    guard !phase.isFinished else {
+      admissionEffects.wakes.append((continuation, false))
+      return nil
+    }
+    let group = registry.group(for: type)
+    guard group.bound != nil, group.limit != nil || group.rate != nil, !hasRoomUnderBound(group) else {
+      admissionEffects.wakes.append((continuation, true))
+      return nil
+    }
+    return group.bound?.addWaiter(continuation)
+  }
+
+  /// The waiting producer `id` of `type`'s group was cancelled: its continuation, if not resumed.
+  mutating func cancelWaitForRoom(in type: Operation.Type, _ id: UInt64) -> CheckedContinuation<Bool, Never>? {
+    registry.group(for: type).bound?.removeWaiter(id)
+  }
+
+  /// Room may have appeared in `group` (a task was admitted or routed, a slot freed): its
+  /// waiting producers look again.
+  mutating func wakeIfRoom(in group: TaskGroupEntry) {
+    guard group.bound?.hasWaiters == true, hasRoomUnderBound(group) else { return }
+    for waiter in group.bound?.takeWaiters() ?? [] {
+      admissionEffects.wakes.append((waiter, true))
+    }
+  }
+
+  /// The job finishes: every waiting producer is told there will be no room.
+  mutating func wakeProducersForFinish(_ groups: [TaskGroupEntry]) {
+    for group in groups where group.bound?.hasWaiters == true {
+      for waiter in group.bound?.takeWaiters() ?? [] {
+        admissionEffects.wakes.append((waiter, false))
+      }
+    }
+  }
+
+  /// Sets a group's rate limit. Returns the waiting tasks it admits, to be queued by the
+  /// caller, who also takes the ``takeAdmissionEffects()`` with the same lock.
+  mutating func setRateLimit(tasksPerSecond: Double, burst: Int, for type: Operation.Type) -> [Admission] {
+    let group = registry.group(for: type)
+    group.rate = RateLimit(tasksPerSecond: tasksPerSecond, burst: burst, replacing: group.rate)
+    let admitted = suspension.isSuspended ? [] : admissions(group.admitWaiting())
+    startRefillIfNeeded(of: group)
+    return admitted
+  }
+
+  /// `group`'s refill timer fired: a token back, the waiting tasks it admits (to be queued by
+  /// the caller), and whether the caller schedules the next refill.
+  mutating func refill(_ group: TaskGroupEntry) -> (admitted: [Admission], again: Bool) {
+    guard group.rate != nil else { return ([], false) }  // dropped by a stop
+    group.rate?.refill()
+    let admitted = suspension.isSuspended ? [] : admissions(group.admitWaiting())
+    let again = group.rate?.startRefill(waiting: group.waitingCount > 0) ?? false
+    return (admitted, again)
+  }
+
+  /// What the caller does after the lock besides queueing (usually nothing: `nil`).
+  mutating func takeAdmissionEffects() -> AdmissionEffects? {
+    guard !admissionEffects.isEmpty else { return nil }
+    return exchange(&admissionEffects, with: AdmissionEffects())
+  }
+
+  /// A token was taken or a task lines up: `group`'s bucket needs its refill timer if none runs.
+  private mutating func startRefillIfNeeded(of group: TaskGroupEntry) {
+    if group.rate?.startRefill(waiting: group.waitingCount > 0) == true {
+      admissionEffects.refills.append(group)
+    }
+  }
+
+  /// A stop drops the rate limits: the tasks still waiting are cancelled and finish without
+  /// running, so they need no token (a concurrency limit still holds). Returns those admitted.
+  /// Producers waiting for room look again: what they track now is cancelled at once.
+  mutating func dropRateLimitsForStop() -> [Admission] {
+    var admitted: [Admission] = []
+    for group in registry.groups.values where group.bound?.hasWaiters == true {
+      for waiter in group.bound?.takeWaiters() ?? [] {
+        admissionEffects.wakes.append((waiter, true))
+      }
+    }
+    for group in registry.groups.values where group.rate != nil {
+      group.rate = nil
+      if !suspension.isSuspended {
+        admitted += admissions(group.admitWaiting())
+      }
+    }
+    return admitted
   }
 
   /// A waiting task that got a slot: the caller adds `task` to `queue`. Read under the lock,
@@ -55,12 +185,16 @@ extension JobState {
   /// by the caller (none while the job is suspended: the resume admits them).
   mutating func releaseSlot(in group: TaskGroupEntry) -> [Admission] {
     group.running -= 1
+    wakeIfRoom(in: group)
     guard !suspension.isSuspended else { return [] }
     return admissions(group.admitWaiting())
   }
 
-  func admissions(_ admitted: [(node: TrackedTask, queue: OperationQueue)]) -> [Admission] {
-    admitted.compactMap { node, queue in
+  mutating func admissions(_ admitted: [(node: TrackedTask, queue: OperationQueue)]) -> [Admission] {
+    if let group = admitted.first?.node.group {
+      wakeIfRoom(in: group)
+    }
+    return admitted.compactMap { node, queue in
       guard let task = node.task else { return nil }
       return (task, queue)
     }

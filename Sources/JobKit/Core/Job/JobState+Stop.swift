@@ -1,0 +1,51 @@
+import Foundation
+
+/// Stopping a job (a cancel, a fail, a `.failFast` failure, a time limit): what is cancelled,
+/// released and handed down, decided under the job's lock.
+extension JobState {
+  struct StopActions {
+    /// Unfinished tasks to cancel. Those waiting for a group slot stay in line: each is queued
+    /// once it gets a slot, and finishes at once, without running.
+    var cancel: [Operation] = []
+    /// Armed timeouts and pending retries to cancel.
+    var timers: [any JobTimer] = []
+    /// The stop was recorded now, with tasks still tracked: the caller arms the grace period.
+    var armsGrace = false
+    /// Tasks a suspension held back, let go by the stop: the caller queues them after the
+    /// cancels, so they finish without running.
+    var admitted: [Admission] = []
+    /// Held tasks that finished while the job was suspended: released with the actions, after
+    /// the lock.
+    var released: [TrackedTask] = []
+    /// The error of a failing stop (a `fail(_:)`, a `.failFast` failure, a time limit): the
+    /// caller records it as the job's `cancellationReason` and hands it down to what it cancels.
+    var reason: (any Error)?
+    /// Producers waiting for room, woken by the stop (their tasks are tracked and cancelled).
+    var effects: AdmissionEffects?
+  }
+
+  /// Stops the job (first reason wins). Returns what the caller must cancel or release.
+  mutating func stop(_ reason: Stop) -> StopActions {
+    var actions = StopActions()
+    guard phase.recordStop(reason) else { return actions }
+    if case .failed(let error) = reason { actions.reason = error }
+    (actions.admitted, actions.released) = endSuspensionForStop()
+    actions.admitted += dropRateLimitsForStop()
+    actions.effects = takeAdmissionEffects()
+    actions.armsGrace = cancellationGracePeriod != nil && !registry.isEmpty
+    for node in registry.nodes {
+      switch node.state.stop() {
+      case .cancel(let timer):
+        if let timer { actions.timers.append(timer.timer) }
+        if let task = node.task { actions.cancel.append(task) }
+      case .finishedRetry(let timer):
+        // The failed attempt is the task's last one: route it now (silently).
+        if let timer { actions.timers.append(timer.timer) }
+        outbox.route(node)
+      case .none:
+        break
+      }
+    }
+    return actions
+  }
+}

@@ -1,0 +1,146 @@
+import Foundation
+
+/// A group's bound on waiting tasks (`JobController.setMaxQueuedTasks(_:forGroup:)`): how many
+/// of its tasks may wait behind its concurrency or rate limit, and the producers waiting for
+/// room (`waitForRoom(inGroup:)`). Only touched under the job's lock; continuations are handed
+/// out, to be resumed after it.
+struct QueueBound {
+  /// At most this many of the group's tracked tasks are not running and not yet routed:
+  /// waiting behind its limits, being tracked, or finished and waiting for their callbacks.
+  let max: Int
+  private var waiters: [UInt64: CheckedContinuation<Bool, Never>] = [:]
+  private var nextWaiter: UInt64 = 0
+
+  init(max: Int) {
+    self.max = max
+  }
+
+  /// The bound replacing `previous`: the producers waiting stay.
+  init(max: Int, replacing previous: QueueBound?) {
+    self.init(max: max)
+    if let previous {
+      waiters = previous.waiters
+      nextWaiter = previous.nextWaiter
+    }
+  }
+
+  /// Whether one more task may wait, with `queued` tasks tracked, not running and not routed.
+  func hasRoom(queued: Int) -> Bool {
+    queued < max
+  }
+
+  var hasWaiters: Bool { !waiters.isEmpty }
+
+  /// Registers a producer waiting for room; returns its id (to withdraw it on cancellation).
+  mutating func addWaiter(_ continuation: CheckedContinuation<Bool, Never>) -> UInt64 {
+    nextWaiter += 1
+    waiters[nextWaiter] = continuation
+    return nextWaiter
+  }
+
+  /// Withdraws a waiter (its task was cancelled); `nil` if it was resumed already.
+  mutating func removeWaiter(_ id: UInt64) -> CheckedContinuation<Bool, Never>? {
+    waiters.removeValue(forKey: id)
+  }
+
+  /// Takes every waiter: there is room (or the job finished), and each looks again.
+  mutating func takeWaiters() -> [CheckedContinuation<Bool, Never>] {
+    guard !waiters.isEmpty else { return [] }
+    defer { waiters = [:] }
+    return waiters.sorted { $0.key < $1.key }.map(\.value)
+  }
+}
+
+/// What admission transitions leave to do after the lock, besides queueing the admitted tasks:
+/// refill timers of rate-limited groups to schedule, producers waiting for room to resume
+/// (`true`: look again; `false`: the job finished). Empty, and free, unless those are used.
+struct AdmissionEffects {
+  var refills: [TaskGroupEntry] = []
+  var wakes: [(CheckedContinuation<Bool, Never>, Bool)] = []
+
+  var isEmpty: Bool { refills.isEmpty && wakes.isEmpty }
+}
+
+/// Backpressure: a bound on the tasks waiting behind a group's limits, a `track` that refuses
+/// at the bound, and a wait for room.
+extension JobController {
+  /// Lets at most `count` tasks of dynamic type `group` wait behind the group's concurrency
+  /// limit (``setMaxConcurrentTasks(_:forGroup:)``) or rate limit
+  /// (``setRateLimit(_:burst:forGroup:)``), as counted by ``tryTrackAndQueue(_:completion:)``,
+  /// which refuses a task at the bound; ``waitForRoom(inGroup:)`` waits until there is room. A
+  /// group without either limit never makes a task wait, so the bound refuses nothing. `0`: a
+  /// task is accepted only when it can start at once. Other ways of tracking are not bounded
+  /// (but their waiting tasks count).
+  ///
+  /// Safe from any thread, at any time. A negative count is reported as
+  /// ``JobKitError/Code/invalidLimit`` and ignored.
+  public func setMaxQueuedTasks<T: Operation>(_ count: Int, forGroup group: T.Type) {
+    guard count >= 0 else {
+      reportMisuse(.invalidLimit, "setMaxQueuedTasks(\(count), forGroup: \(group)) needs a count of 0 or more; ignored")
+      return
+    }
+    performAdmissionEffects(
+      jobState.withLock { state in
+        state.setMaxQueued(count, for: group)
+        return state.takeAdmissionEffects()
+      })
+  }
+
+  /// As ``trackAndQueue(_:completion:)``, unless the task's group has as many tasks waiting as
+  /// ``setMaxQueuedTasks(_:forGroup:)`` allows: then it returns `false`, and the task is not
+  /// tracked, queued, started, cancelled, routed or counted in ``progress``. Returns `true` when
+  /// the task was tracked (a task tracked while the job stops is cancelled, as for
+  /// `trackAndQueue`).
+  ///
+  /// Safe from any thread, while the job runs, from its callbacks or from a producer outside
+  /// it; the check and the tracking are one step under the job's lock, so concurrent producers
+  /// never exceed the bound. After the job finished it returns `false` and reports
+  /// ``JobKitError/Code/trackedAfterJobFinished``, as tracking does.
+  @discardableResult
+  public func tryTrackAndQueue<T: Operation>(_ task: T, completion: @escaping @Sendable (T) -> Void) -> Bool {
+    let node = TrackedTaskWithCompletion(job: self, task: task, completion: completion)
+    return track(task, node: node, queue: taskQueue, bounded: true) != nil
+  }
+
+  /// Suspends until a task of dynamic type `group` may be tracked under the group's bound
+  /// (``setMaxQueuedTasks(_:forGroup:)``), then returns `true`: a producer outside the job
+  /// waits here instead of holding its tasks in memory. Returns `true` at once if there is room
+  /// or no bound, and `false` if the job finished (no room will come). Room can be taken by
+  /// another producer first: call ``tryTrackAndQueue(_:completion:)`` and wait again if it
+  /// refuses.
+  ///
+  /// ```swift
+  /// for item in items {
+  ///   let task = Upload(item)
+  ///   while !job.tryTrackAndQueue(task, completion: { _ in }) {
+  ///     guard try await job.waitForRoom(inGroup: Upload.self) else { return }
+  ///   }
+  /// }
+  /// ```
+  ///
+  /// Throws `CancellationError` if the awaiting Swift task is cancelled. No thread is blocked.
+  public func waitForRoom<T: Operation>(inGroup group: T.Type) async throws -> Bool {
+    let id = LockedBox<UInt64?>(nil)
+    let room = await withTaskCancellationHandler {
+      await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+        let (waiter, effects) = jobState.withLock { state in
+          (state.waitForRoom(in: group, continuation), state.takeAdmissionEffects())
+        }
+        id.withLock { $0 = waiter }
+        performAdmissionEffects(effects)
+        // Cancelled before the waiter was registered: `onCancel` found no id to withdraw.
+        if let waiter, Task.isCancelled, let withdrawn = jobState.withLock({ $0.cancelWaitForRoom(in: group, waiter) })
+        {
+          withdrawn.resume(returning: true)
+        }
+      }
+    } onCancel: {
+      let withdrawn = id.withLock { $0 }.flatMap { waiter in
+        jobState.withLock { $0.cancelWaitForRoom(in: group, waiter) }
+      }
+      withdrawn?.resume(returning: true)
+    }
+    try Task.checkCancellation()
+    return room
+  }
+}

@@ -1,0 +1,198 @@
+import Foundation
+import JobKitTesting
+import Testing
+
+@testable import JobKit
+
+/// A job that tracks `tasks` and, if given, a nested job (which tracks its own), and nothing else.
+private final class TreeJob: JobController, @unchecked Sendable {
+  // @unchecked Sendable: immutable after init.
+  let tasks: [Operation]
+  init(_ tasks: [Operation]) {
+    self.tasks = tasks
+    super.init()
+  }
+  override func main() {
+    for task in tasks { trackAndQueue(task) }
+  }
+}
+
+private func reason(of operation: ConcurrentOperation) -> TestError? {
+  operation.cancellationReason as? TestError
+}
+
+@Suite("Cancellation reasons and time limits")
+struct CancellationReasonTests {
+  // MARK: Reasons
+
+  @Test func aPlainCancelStillThrowsCancellationError() async {
+    let task = ManualTask("t")
+    let job = TreeJob([task])
+    #expect(job.cancellationReason == nil)
+    job.startJob()
+    #expect(await task.startedLatch.waitOpen())
+    job.cancel()
+    await #expect(throws: CancellationError.self) { try await job.run() }
+    #expect(job.cancellationReason is CancellationError)
+    #expect(task.cancellationReason is CancellationError)
+  }
+
+  @Test func aReasonIsHandedDownToEveryTaskAndNestedJobAndRunThrowsIt() async {
+    let deep = ManualTask("deep")
+    let nested = TreeJob([deep])
+    let task = ManualTask("t")
+    let job = TreeJob([task, nested])
+    job.startJob()
+    #expect(await task.startedLatch.waitOpen())
+    #expect(await deep.startedLatch.waitOpen())
+    job.cancel(reason: TestError(7))
+    job.cancel(reason: TestError(8))  // the first reason wins
+    await #expect(throws: TestError(7)) { try await job.run() }
+    await #expect(throws: TestError(7)) { try await nested.waitForFinish() }
+    for operation in [job, nested, task, deep] as [ConcurrentOperation] {
+      #expect(reason(of: operation) == TestError(7))
+    }
+    #expect(job.error == nil)  // cancelled, not failed
+  }
+
+  @Test func failIsTheReasonItsTasksSee() async {
+    let task = ManualTask("t")
+    let job = TreeJob([task])
+    job.startJob()
+    #expect(await task.startedLatch.waitOpen())
+    job.fail(TestError(2))
+    await #expect(throws: TestError(2)) { try await job.run() }
+    #expect(reason(of: job) == TestError(2))
+    #expect(reason(of: task) == TestError(2))
+  }
+
+  @Test func aFailFastSiblingsErrorIsTheReasonTheOthersSee() async {
+    let failing = ManualTask("failing")
+    let other = ManualTask("other")
+    let deep = ManualTask("deep")
+    let nested = TreeJob([deep])
+    let job = TreeJob([failing, other, nested])
+    job.failurePolicy = .failFast
+    job.startJob()
+    #expect(await failing.startedLatch.waitOpen())
+    #expect(await deep.startedLatch.waitOpen())
+    failing.finish(error: TestError(3))
+    await #expect(throws: TestError(3)) { try await job.run() }
+    #expect(reason(of: other) == TestError(3))
+    #expect(reason(of: nested) == TestError(3))
+    #expect(reason(of: deep) == TestError(3))
+  }
+
+  @Test func aTaskTrackedWhileTheJobStopsGetsTheReason() async {
+    let late = ManualTask("late")
+    let gate = ManualTask("gate")
+    let job = ScriptedJob { job in
+      job.trackAndQueue(gate) { _ in job.trackAndQueue(late) }
+    }
+    job.startJob()
+    #expect(await gate.startedLatch.waitOpen())
+    job.cancel(reason: TestError(5))
+    await #expect(throws: TestError(5)) { try await job.run() }
+    // The gate's callback is skipped once the job stops; a task tracked from outside meanwhile:
+    let outside = ManualTask("outside")
+    let stopping = TreeJob([ManualTask("held", finishesOnCancel: false)])
+    stopping.startJob()
+    let held = stopping.tasks[0] as! ManualTask
+    #expect(await held.startedLatch.waitOpen())
+    stopping.cancel(reason: TestError(6))
+    stopping.trackAndQueue(outside)
+    held.finish()
+    await #expect(throws: TestError(6)) { try await stopping.run() }
+    #expect(reason(of: outside) == TestError(6))
+    #expect(!outside.didStart)
+  }
+
+  @Test func theTaskFinishedEventCarriesTheReason() async throws {
+    let task = ManualTask("t")
+    let job = TreeJob([task])
+    let events = job.events
+    job.startJob()
+    #expect(await task.startedLatch.waitOpen())
+    job.cancel(reason: TestError(9))
+    var finishedErrors: [TestError?] = []
+    for await event in events {
+      if case .taskFinished(_, _, _, let error, _) = event { finishedErrors.append(error as? TestError) }
+    }
+    #expect(finishedErrors == [TestError(9)])
+  }
+
+  // MARK: Time limits
+
+  @Test func aJobOutOfTimeFailsAndEverythingBelowSeesTheReason() async {
+    let clock = ManualClock()
+    let deep = ManualTask("deep")
+    let nested = TreeJob([deep])
+    nested.clock = clock
+    nested.timeLimit = .seconds(10)
+    let task = ManualTask("t")
+    let job = TreeJob([task, nested])
+    job.clock = clock
+    job.timeLimit = .seconds(2)
+    job.startJob()
+    #expect(await deep.startedLatch.waitOpen())
+    #expect(await clock.waitForScheduled(2))
+    clock.advance(by: .milliseconds(1999))
+    #expect(!task.isCancelled && !deep.isCancelled)
+    clock.advance(by: .milliseconds(1))
+    await #expect(throws: JobKitError(.timeLimitExceeded)) { try await job.run() }
+    #expect(job.error as? JobKitError == JobKitError(.timeLimitExceeded))
+    await #expect(throws: JobKitError(.timeLimitExceeded)) { try await nested.waitForFinish() }
+    for operation in [job, nested, task, deep] as [ConcurrentOperation] {
+      #expect(operation.cancellationReason as? JobKitError == JobKitError(.timeLimitExceeded))
+    }
+    // The finished jobs' timers are gone: nothing fires later.
+    #expect(await eventually { clock.pendingCount == 0 })
+  }
+
+  @Test func aNestedJobWithTheSmallerLimitFailsFirstAndItsParentGoesOn() async throws {
+    let clock = ManualClock()
+    let deep = ManualTask("deep")
+    let nested = TreeJob([deep])
+    nested.clock = clock
+    nested.timeLimit = .seconds(1)
+    let task = ManualTask("t")
+    let job = TreeJob([task, nested])
+    job.clock = clock
+    job.timeLimit = .seconds(5)
+    job.startJob()
+    #expect(await deep.startedLatch.waitOpen())
+    #expect(await clock.waitForScheduled(2))
+    clock.advance(by: .seconds(1))
+    await #expect(throws: JobKitError(.timeLimitExceeded)) { try await nested.waitForFinish() }
+    #expect(!task.isCancelled)
+    task.finish()
+    try await job.run()  // the nested job's failure is routed under `.ignore`
+    #expect(job.cancellationReason == nil)
+    #expect(job.failures.count == 1)
+  }
+
+  @Test func aJobFinishingInTimeDisarmsItsLimit() async throws {
+    let clock = ManualClock()
+    let job = TreeJob([InstantTask("quick")])
+    job.clock = clock
+    job.timeLimit = .seconds(1)
+    try await job.run()
+    #expect(await eventually { clock.pendingCount == 0 })
+    clock.advance(by: .seconds(2))
+    #expect(job.error == nil && job.cancellationReason == nil)
+  }
+
+  @Test func aLimitSetAfterTheStartOrNegativeIsReportedAndIgnored() async throws {
+    let task = ManualTask("t")
+    let job = TreeJob([task])
+    job.timeLimit = .seconds(-1)
+    #expect(job.timeLimit == nil)
+    job.startJob()
+    #expect(await task.startedLatch.waitOpen())
+    job.timeLimit = .seconds(1)
+    #expect(job.timeLimit == nil)
+    #expect(job.misuses.filter { $0 == JobKitError(.invalidLimit) }.count == 2)
+    task.finish()
+    try await job.run()
+  }
+}
