@@ -15,9 +15,9 @@ public struct Variant: Sendable {
   public let run: @Sendable (Int) -> Void
 
   /// The variant named `name` among `variants`, `compositionVariants` and the child-only
-  /// `nestingVariants`, if there is one.
+  /// `nestingVariants` and `memoryVariants`, if there is one.
   public static func named(_ name: String) -> Variant? {
-    (variants + compositionVariants + nestingVariants).first { $0.name == name }
+    (variants + compositionVariants + nestingVariants + memoryVariants).first { $0.name == name }
   }
 }
 
