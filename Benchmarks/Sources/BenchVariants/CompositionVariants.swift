@@ -20,6 +20,15 @@ func runConcurrentGroupAdded(_ n: Int) {
   try! group.runAndWait()
 }
 
+/// As (g'), without the group and without running them: N BlockTasks made and held at once,
+/// then released. Its peak memory is the tasks' own, so (g')'s minus this is what the group
+/// (and the queue running its tasks) keeps per task. Child only (`--child blk-held N`, under
+/// `/usr/bin/time -f %M`).
+func runHeldBlockTasks(_ n: Int) {
+  let tasks = (0..<n).map { _ in BlockTask {} }
+  withExtendedLifetime(tasks) {}
+}
+
 /// (h) A SequentialGroup of N BlockTasks, added one by one, run to its end. Baseline: `raw-ser`.
 func runSequentialGroup(_ n: Int) {
   let group = SequentialGroup()
@@ -131,4 +140,11 @@ public let compositionVariants: [Variant] = [
   Variant(
     name: "pipe-bld", baseline: "pipe",
     summary: "(j') as (j), building only (the cost of then)", run: runPipelineBuilds),
+]
+
+/// Child-only variants that measure memory rather than time.
+let memoryVariants: [Variant] = [
+  Variant(
+    name: "blk-held", baseline: "grp-add",
+    summary: "N BlockTasks held at once, not run (the tasks' own memory)", run: runHeldBlockTasks)
 ]

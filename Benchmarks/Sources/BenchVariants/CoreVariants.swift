@@ -15,9 +15,9 @@ public struct Variant: Sendable {
   public let run: @Sendable (Int) -> Void
 
   /// The variant named `name` among `variants`, `compositionVariants`, `taskGroupVariants` and
-  /// the child-only `nestingVariants`, if there is one.
+  /// the child-only `nestingVariants` and `memoryVariants`, if there is one.
   public static func named(_ name: String) -> Variant? {
-    (variants + compositionVariants + taskGroupVariants + nestingVariants).first { $0.name == name }
+    (variants + compositionVariants + taskGroupVariants + nestingVariants + memoryVariants).first { $0.name == name }
   }
 }
 
