@@ -127,9 +127,6 @@ public final class FindDuplicatesJob: JobController, @unchecked Sendable {
     setCompletion(forGroup: ScanDirectory.self) { self.scanFinished() }
     setCompletion(forGroup: HashFirstBlocks.self) { self.firstBlocksFinished() }
     setCompletion(forGroup: HashRanges.self) { self.hashingFinished() }
-    setMaxConcurrentTasks(readers, forGroup: HashFirstBlocks.self)
-    setMaxConcurrentTasks(readers, forGroup: HashRanges.self)
-    setMaxConcurrentTasks(readers, forGroup: CompareRanges.self)
     var scans = 0
     for root in configuration.roots {
       var status = stat()
@@ -295,6 +292,9 @@ public final class FindDuplicatesJob: JobController, @unchecked Sendable {
       return
     }
     status.begin(.firstBlocks, total: Int64(firstBlockCandidates.count))
+    // Each phase limits its readers when it starts: a limit for a phase that never runs would be
+    // reported as never used.
+    setMaxConcurrentTasks(readers, forGroup: HashFirstBlocks.self)
     let batchSize = max(1, min(256, firstBlockCandidates.count / (readers * 8)))
     var start = 0
     while start < firstBlockCandidates.count {
@@ -383,6 +383,7 @@ public final class FindDuplicatesJob: JobController, @unchecked Sendable {
     unitHashes = [UInt64](repeating: 0, count: units.count)
     let total = units.reduce(0) { $0 + $1.length }
     status.begin(.hashing, total: total)
+    setMaxConcurrentTasks(readers, forGroup: HashRanges.self)
     queue(units, total: total) { batch, firstUnit in
       trackAndQueue(HashRanges(catalog: catalog, units: batch, status: status)) { self.rangesHashed($0, firstUnit) }
     }
@@ -457,6 +458,7 @@ public final class FindDuplicatesJob: JobController, @unchecked Sendable {
     configuration.hooks.beforeComparing?()
     let total = units.reduce(0) { $0 + $1.length * Int64($1.members.count) }
     status.begin(.comparing, total: total)
+    setMaxConcurrentTasks(readers, forGroup: CompareRanges.self)
     let cost: (CompareUnit) -> Int64 = { $0.length * Int64($0.members.count) }
     queue(units, total: total, length: cost) { batch, _ in
       trackAndQueue(CompareRanges(catalog: catalog, units: batch, status: status, hooks: configuration.hooks)) {
