@@ -36,6 +36,7 @@ extension JobState {
 
   /// `tryTrackAndQueue` asks whether a task of `group` may be tracked: `false` when its bound
   /// is reached (nothing changes).
+  @inline(never)
   func acceptUnderBound(_ group: TaskGroupEntry) -> Bool {
     guard let bound = group.bound, group.limit != nil || group.rate != nil else { return true }
     return bound.hasRoom(queued: queued(in: group)) || startsAtOnce(group)
@@ -90,6 +91,7 @@ extension JobState {
 
   /// Room may have appeared in `group` (a task was admitted or routed, a slot freed): its
   /// waiting producers look again.
+  @inline(never)
   mutating func wakeIfRoom(in group: TaskGroupEntry) {
     guard group.bound?.hasWaiters == true, hasRoomUnderBound(group) else { return }
     for waiter in group.bound?.takeWaiters() ?? [] {
@@ -129,7 +131,13 @@ extension JobState {
   /// What the caller does after the lock besides queueing (usually nothing: `nil`).
   mutating func takeAdmissionEffects() -> AdmissionEffects? {
     guard !admissionEffects.isEmpty else { return nil }
-    return exchange(&admissionEffects, with: AdmissionEffects())
+    return takeNonEmptyAdmissionEffects()
+  }
+
+  /// Out of line: the drain and the admissions, which ask on every task, stay small.
+  @inline(never)
+  private mutating func takeNonEmptyAdmissionEffects() -> AdmissionEffects {
+    exchange(&admissionEffects, with: AdmissionEffects())
   }
 
   /// A token was taken or a task lines up: `group`'s bucket needs its refill timer if none runs.

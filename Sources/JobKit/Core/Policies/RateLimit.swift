@@ -89,6 +89,11 @@ extension JobController {
   /// group at a time) and resumes the producers waiting for room.
   func performAdmissionEffects(_ effects: AdmissionEffects?) {
     guard let effects else { return }
+    performNonEmptyAdmissionEffects(effects)
+  }
+
+  @inline(never)
+  private func performNonEmptyAdmissionEffects(_ effects: AdmissionEffects) {
     for group in effects.refills {
       scheduleRefill(of: group)
     }
