@@ -143,15 +143,16 @@ extension JobState {
   /// One batch for the drainer.
   struct Drain {
     var item = Item.none
-    /// Events and progress, if any (boxed: most batches have none, and stay small).
+    /// Events, progress, producers to wake and released dependants, if any (boxed: most
+    /// batches have none, and stay small).
     var deliveries: Deliveries?
-    /// Tasks that wait for their dependencies no more: the drainer queues or skips them first.
-    var released: [DependencyRelease] = []
 
     /// Events to stamp and yield (and the streams to end, once the job finished).
     var events: JobEventListeners.Delivery? { deliveries?.events }
     /// Counts to write to the published progress.
     var progress: (progress: Progress, total: Int64, completed: Int64)? { deliveries?.progress }
+    /// Tasks that wait for their dependencies no more: the drainer queues or skips them first.
+    var released: [DependencyRelease] { deliveries?.released ?? [] }
 
     enum Item {
       case none
@@ -181,14 +182,11 @@ extension JobState {
     } else {
       drain.item = .step(.group(group))
     }
-    takeDeliveries(into: &drain)
-    if dependencies.hasReleased {
-      drain.released = dependencies.takeReleased()
-    }
+    takeDeliveries(into: &drain, releasingDependants: true)
     switch drain.item {
     case .step(.finish):
       outbox.release()
-    case .none where drain.deliveries == nil && drain.released.isEmpty:
+    case .none where drain.deliveries == nil:
       outbox.release()
       return nil
     default:
@@ -228,14 +226,18 @@ extension JobState {
     return drain
   }
 
-  private mutating func takeDeliveries(into drain: inout Drain) {
+  /// `releasingDependants`: also hand out the dependants routed tasks released (a drainer's own
+  /// batch only: a nested drain runs inside a callback, and a finishing batch has none).
+  private mutating func takeDeliveries(into drain: inout Drain, releasingDependants: Bool = false) {
     let taken = outbox.takeNested()
     let events = taken.events.isEmpty ? nil : listeners.delivery(of: taken.events)
     let publication = taken.publishProgress ? progress.publication() : nil
     // Producers a routed task made room for (`setMaxQueuedTasks`): usually none.
     let effects = takeAdmissionEffects()
-    if events != nil || publication != nil || effects != nil {
-      drain.deliveries = Deliveries(events: events, progress: publication, effects: effects)
+    // Dependants released by routed tasks (`trackAndQueue(_:after:)`): usually none.
+    let released = releasingDependants && dependencies.hasReleased ? dependencies.takeReleased() : []
+    if events != nil || publication != nil || effects != nil || !released.isEmpty {
+      drain.deliveries = Deliveries(events: events, progress: publication, effects: effects, released: released)
     }
   }
 }
@@ -246,13 +248,15 @@ final class Deliveries {
   let events: JobEventListeners.Delivery?
   let progress: (progress: Progress, total: Int64, completed: Int64)?
   let effects: AdmissionEffects?
+  let released: [DependencyRelease]
 
   init(
     events: JobEventListeners.Delivery?, progress: (progress: Progress, total: Int64, completed: Int64)?,
-    effects: AdmissionEffects? = nil
+    effects: AdmissionEffects? = nil, released: [DependencyRelease] = []
   ) {
     self.events = events
     self.progress = progress
     self.effects = effects
+    self.released = released
   }
 }
