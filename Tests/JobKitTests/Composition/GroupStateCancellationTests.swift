@@ -21,37 +21,44 @@ struct GroupStateCancellationTests {
   /// starts (the group is stopping), and the stop that follows drops the waiting tasks.
   @Test(arguments: [GroupState.Mode.sequential, .concurrent])
   func aSelfCancelledTaskStopsAPropagatingGroup(mode: GroupState.Mode) {
+    var job = JobState()
     var state = GroupState(mode: mode, propagatesTaskCancellation: true)
     let first = BlockOperation {}
     let second = BlockOperation {}
-    _ = state.add(first)
-    _ = state.add(second)
+    _ = state.add(first, job: &job)
+    _ = state.add(second, job: &job)
     let started = state.start()
     #expect(Array(started.tasks).first === first)
     let routing = state.taskFinished(first, error: nil, cancelledItself: true)
     #expect(isCancel(routing) && state.phase == .stopping && state.current == nil)
     // An add or a resume from another thread now starts nothing: the group is stopping.
     let third = BlockOperation {}
-    let add = state.add(third)
-    if case .needsJobHold = add {} else { Issue.record("a stopping group's add must ask for a hold") }
-    let stop = state.stop()
+    let add = state.add(third, job: &job)
+    // Tracked with the stopping job under a hold, never started by the group.
+    if case .accepted(let launch) = add {
+      #expect(launch.inFlight && !launch.cancelled && job.holds == 1)
+    } else {
+      Issue.record("a stopping group's add must be tracked under a hold")
+    }
+    let stop = state.stop(job: &job)
     if mode == .sequential {
       #expect(stop.cancelled && stop.jobWaits && Array(stop.tasks).first === second)
     } else {
       #expect(stop.tasks.isEmpty)  // a concurrent group started both
     }
-    let again = state.stop()
+    let again = state.stop(job: &job)
     #expect(again.tasks.isEmpty)
   }
 
   /// Turned off, or for a task that did not cancel itself: an ordinary finish, the next starts.
   @Test(arguments: [false, true])
   func otherwiseTheNextTaskStarts(propagates: Bool) {
+    var job = JobState()
     var state = GroupState(mode: .sequential, propagatesTaskCancellation: propagates)
     let first = BlockOperation {}
     let second = BlockOperation {}
-    _ = state.add(first)
-    _ = state.add(second)
+    _ = state.add(first, job: &job)
+    _ = state.add(second, job: &job)
     _ = state.start()
     let routing = state.taskFinished(first, error: nil, cancelledItself: !propagates)
     #expect(launched(routing).first === second && state.phase == .running)
@@ -59,11 +66,12 @@ struct GroupStateCancellationTests {
 
   /// A group that is stopping already (cancelled, or stopping on a failure) ignores it.
   @Test func aStoppingGroupIgnoresIt() {
+    var job = JobState()
     var state = GroupState(mode: .concurrent, propagatesTaskCancellation: true)
     let task = BlockOperation {}
-    _ = state.add(task)
+    _ = state.add(task, job: &job)
     _ = state.start()
-    _ = state.stop()
+    _ = state.stop(job: &job)
     let routing = state.taskFinished(task, error: nil, cancelledItself: true)
     #expect(!isCancel(routing) && launched(routing).isEmpty && state.phase == .stopping)
   }

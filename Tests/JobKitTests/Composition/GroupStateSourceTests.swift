@@ -35,6 +35,7 @@ struct GroupStateSourceTests {
   }
 
   @Test func anExhaustedSourceIsNotAskedAgain() {
+    var job = JobState()
     var state = GroupState(mode: .concurrent, sourceMaxRunning: 4)
     _ = state.start()
     _ = state.reservePull()
@@ -45,17 +46,18 @@ struct GroupStateSourceTests {
     #expect(launch.tasks.isEmpty && !launch.cancelled)
     let again = state.reservePull()
     #expect(!again && state.source?.running == 0 && state.source?.isExhausted == true)
-    let completion = state.allTasksFinished()
+    let completion = state.allTasksFinished(job: &job)
     #expect(completion.isFinish && state.phase == .closed)
   }
 
   /// A cancel between the reservation and the pull: the pulled task is launched cancelled and
   /// the slot freed; nothing more is reserved.
   @Test func aTaskPulledAfterAStopIsLaunchedCancelled() {
+    var job = JobState()
     var state = GroupState(mode: .concurrent, sourceMaxRunning: 2)
     _ = state.start()
     _ = state.reservePull()
-    _ = state.stop()
+    _ = state.stop(job: &job)
     let task = BlockOperation {}
     guard case .stop(let launch) = state.pulled(task) else {
       Issue.record("expected stop")
@@ -69,10 +71,11 @@ struct GroupStateSourceTests {
   /// A task already in the group (pulled before, or added) is a duplicate; its slot is freed.
   @Test(arguments: [false, true])
   func aTaskAlreadyInTheGroupIsADuplicateAndFreesItsSlot(wasAdded: Bool) {
+    var job = JobState()
     var state = GroupState(mode: .concurrent, sourceMaxRunning: 2)
     let task = BlockOperation {}
     if wasAdded {
-      _ = state.add(task)
+      _ = state.add(task, job: &job)
     }
     _ = state.start()
     if !wasAdded {
@@ -92,9 +95,10 @@ struct GroupStateSourceTests {
 
   /// A sequential group's added tasks wait for the source's end; the pulled task is `current`.
   @Test func aSequentialGroupStartsAddedTasksOnceTheSourceIsExhausted() {
+    var job = JobState()
     var state = GroupState(mode: .sequential, sourceMaxRunning: 1)
     let added = BlockOperation {}
-    _ = state.add(added)
+    _ = state.add(added, job: &job)
     let started = state.start()
     #expect(started.tasks.isEmpty)  // the source goes first
     _ = state.reservePull()

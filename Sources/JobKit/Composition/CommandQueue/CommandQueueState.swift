@@ -5,7 +5,7 @@ import Foundation
 /// drains. Changed only by the pure transitions below, under the queue's lock.
 ///
 /// **Add versus stop.** Whether a command is cancelled with a burst or runs is decided by the
-/// burst's group, under its own lock (see ``GroupState``): an add racing `cancelAll()` is either
+/// burst's group, under its job's lock (see ``GroupState``): an add racing `cancelAll()` is either
 /// cancelled and finished before the burst finishes, or rejected (the burst finished taking
 /// commands), and then `add` tries the next burst. So `cancelAll()` cancels every burst at once,
 /// and waits for nothing. **One burst at a time (sequential).** A burst starts only once the `add`

@@ -10,7 +10,7 @@ extension GroupJob {
   /// is every task added so far; after it finished, it is empty. Tasks of a group made with
   /// `init(taking:)` appear once pulled from the sequence, not before.
   ///
-  /// A snapshot, read under the group's locks without asking any task anything: by the time you
+  /// A snapshot, read under the job's lock without asking any task anything: by the time you
   /// read it, tasks may have started, finished or been added on other threads, and a task being
   /// started at that very moment by another thread may be missing from it. Safe from any thread;
   /// O(number of tasks held).
@@ -36,12 +36,11 @@ extension GroupJob {
     taskSnapshot().running
   }
 
-  /// The waiting tasks (read first, under the group's lock), then the started ones (under the
-  /// job's lock). A task started between the two reads is seen in both and listed once, as
-  /// started.
+  /// The started tasks (the job's) and the waiting ones (the group's), read in one critical
+  /// section of the job's lock. A task being started at that moment (taken from the waiting
+  /// tasks, not tracked yet) is in neither.
   private func taskSnapshot() -> (all: [Operation], running: [Operation]) {
-    let waiting = groupState.withLock { $0.pending.all }
-    let started = trackedTaskSnapshot()
+    let (started, waiting) = withJobLock(groupState) { job, group in (job.trackedTasks(), group.pending.all) }
     var seen = Set<OperationKey>()
     var all: [Operation] = []
     all.reserveCapacity(started.count + waiting.count)

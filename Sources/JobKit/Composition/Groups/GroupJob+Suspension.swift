@@ -12,7 +12,7 @@ extension GroupJob {
   func suspendIfSuspended(_ task: Operation, launch: GroupState.Launch) {
     guard let child = task as? ConcurrentOperation, isSuspended else { return }
     let tracked = !launch.cancelled && launch.tasks.contains { $0 === task }
-    guard tracked || groupState.withLock({ $0.suspendWaiting(child) }) else { return }
+    guard tracked || withGroupState({ $0.suspendWaiting(child) }) else { return }
     child.suspend()
     if !isSuspended {
       child.resume()

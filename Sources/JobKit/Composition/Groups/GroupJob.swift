@@ -17,7 +17,7 @@ import Foundation
 /// instead, so the group waits until it finished, without running, once ready).
 ///
 /// Adding and stopping follow one rule (see <doc:RoutingAndThreads>, "Adding and stopping"):
-/// each add is decided under the group's lock, and an add that hands a task out from another
+/// each add is decided under the job's lock, and an add that hands a task out from another
 /// thread holds the job until the task is tracked, so a group never finishes before a task it
 /// accepted finished: the task runs, or is cancelled and finishes without running.
 ///
@@ -30,8 +30,9 @@ import Foundation
 /// its `maxRunning` started and not routed at once. A cancel, a stop on failure or the group's
 /// finish stops the pulling; the sequence is released once exhausted or when the group finished.
 open class GroupJob: JobController, @unchecked Sendable {
-  // @unchecked Sendable: all mutable state lives in lock-protected boxes (`groupState`, the job's).
-  let groupState: LockedBox<GroupState>
+  // @unchecked Sendable: all mutable state is under the job's lock (the job's, and `groupState`).
+  /// The group's machine, kept under the job's lock (see `withGroupState`).
+  let groupState: JobGuarded<GroupState>
   /// Whether the group runs its tasks one after another (set once, at init).
   private let isSequential: Bool
   /// The completion every started task is tracked with: one closure for the group's life rather
@@ -56,7 +57,7 @@ open class GroupJob: JobController, @unchecked Sendable {
     let source = nextTask.map { TaskSource($0, maxRunning: maxRunning) }
     let mode = sequential ? GroupState.Mode.sequential : .concurrent
     let slots = source.map { _ in sequential ? 1 : max(1, maxRunning) }
-    groupState = LockedBox(
+    groupState = JobGuarded(
       GroupState(mode: mode, sourceMaxRunning: slots, propagatesTaskCancellation: propagatesTaskCancellation))
     isSequential = sequential
     self.source = source
@@ -98,9 +99,9 @@ open class GroupJob: JobController, @unchecked Sendable {
   /// default; a parent group replaces it with its own before starting this group (copying over
   /// the values whose keys the parent's lacks). Safe to read from any thread.
   public var context: JobContext {
-    get { groupState.withLock { $0.context } }
+    get { withGroupState { $0.context } }
     set {
-      let replaced = groupState.withLock { exchange(&$0.context, with: newValue) }
+      let replaced = withGroupState { $0.replaceContext(with: newValue) }
       _ = replaced  // released after the lock: its values are the user's
     }
   }
@@ -116,7 +117,7 @@ open class GroupJob: JobController, @unchecked Sendable {
         .invalidLimit,
         "\(type(of: self)) was given maxRunning \(source.requestedMaxRunning); it needs 1 or more, so it uses 1")
     }
-    launch(groupState.withLock { $0.start() })
+    launch(withGroupState { $0.start() })
     pullFromSource()
   }
 
@@ -126,15 +127,7 @@ open class GroupJob: JobController, @unchecked Sendable {
   /// Called by the job's router once every started task was routed, serially with the group's
   /// other callbacks, on the thread that routed the last task.
   public final override func allTasksFinished() {
-    switch groupState.withLock({ $0.allTasksFinished() }) {
-    case .finish, .keepOpen:
-      break
-    case .holdOpen:
-      holdOpen()
-      if groupState.withLock({ $0.holdTaken() }) {
-        releaseHold()
-      }
-    }
+    _ = withJobLock(groupState) { job, group in group.allTasksFinished(job: &job) }
   }
 
   /// The job is being cancelled: the tasks not started yet are cancelled too, and finish before
@@ -165,7 +158,7 @@ open class GroupJob: JobController, @unchecked Sendable {
   /// The job is about to finish: calls ``onCancelled`` if a cancel stopped it, and drops it
   /// either way (after the lock).
   override func jobWillFinish(cancelled: Bool) {
-    let handler = groupState.withLock { $0.takeCancellationHandler() }
+    let handler = withGroupState { $0.takeCancellationHandler() }
     if cancelled, let handler {
       handler()
     }
@@ -180,30 +173,17 @@ open class GroupJob: JobController, @unchecked Sendable {
   /// Adds `task`. Returns `false`, changing nothing, when the group is done; that is reported as
   /// ``JobKitError/Code/trackedAfterJobFinished`` if `reportingRejection` is `true`.
   ///
-  /// An add that would hand the task out (start it, or have the stopping job track it) from
-  /// this thread first takes a hold on the job, then decides again (``GroupState/add(_:jobHeld:)``)
-  /// and releases the hold once the task is tracked: the job cannot finish in between, by any
-  /// path. A refused hold means the job finished: the add is rejected.
+  /// An add that hands the task out (starts it, or has the stopping job track it) from this
+  /// thread takes a hold on the job in the same transition (``GroupState/add(_:job:)``), released
+  /// once the task is tracked: the job cannot finish in between, by any path. A refused hold
+  /// means the job finished: the add is rejected.
   @discardableResult
   func addTask(_ task: Operation, reportingRejection: Bool) -> Bool {
-    switch groupState.withLock({ $0.add(task) }) {
+    switch withJobLock(groupState, { job, group in group.add(task, job: &job) }) {
     case .accepted(let launch):
       self.launch(launch)
       suspendIfSuspended(task, launch: launch)
       return true
-    case .needsJobHold:
-      guard holdOpen() else { return rejected(task, reporting: reportingRejection) }
-      defer { releaseHold() }
-      switch groupState.withLock({ $0.add(task, jobHeld: true) }) {
-      case .accepted(let launch):
-        self.launch(launch)
-        suspendIfSuspended(task, launch: launch)
-        return true
-      case .rejected, .needsJobHold:
-        return rejected(task, reporting: reportingRejection)
-      case .duplicate:
-        return duplicate(task)
-      }
     case .rejected:
       return rejected(task, reporting: reportingRejection)
     case .duplicate:
@@ -214,7 +194,7 @@ open class GroupJob: JobController, @unchecked Sendable {
   /// The tasks waiting for their turn are suspended and resumed with the group's tracked
   /// children (see `JobController.untrackedChildren(suspending:)`).
   override func untrackedChildren(suspending: Bool) -> [ConcurrentOperation] {
-    groupState.withLock { suspending ? $0.suspendWaiting() : $0.resumeWaiting() }
+    withGroupState { suspending ? $0.suspendWaiting() : $0.resumeWaiting() }
   }
 
   /// `task` was not added: the group is done. Returns `false`.
@@ -252,12 +232,11 @@ open class GroupJob: JobController, @unchecked Sendable {
         }
       }
     }
-    var releasesHold = launch.releasesHold
-    if launch.inFlight, groupState.withLock({ $0.endInFlight() }) {
-      releasesHold = true
-    }
-    if releasesHold {
-      releaseHold()
+    if launch.inFlight {
+      // Releases the start's hold on the job (and the group's, if no longer needed).
+      withJobState(groupState) { job, group in group.endInFlight(job: &job) }
+    } else if launch.releasedHold {
+      drainIfIdle()
     }
   }
 
@@ -300,9 +279,9 @@ open class GroupJob: JobController, @unchecked Sendable {
   /// under the lock first), and this loop then finds the slots taken.
   private func pullFromSource() {
     guard let source, let sourceCompletion else { return }
-    while groupState.withLock({ $0.reservePull() }) {
+    while withGroupState({ $0.reservePull() }) {
       let next = source.next()
-      switch groupState.withLock({ $0.pulled(next) }) {
+      switch withGroupState({ $0.pulled(next) }) {
       case .start(let task, let context):
         context.inject(into: task)
         trackAndQueue(task, completion: sourceCompletion)
@@ -338,7 +317,7 @@ open class GroupJob: JobController, @unchecked Sendable {
     // Read here, outside every lock (`isCancelled` may be the user's override). The job delivers
     // no per-task callback once it stopped, so the group did not cancel this task.
     let cancelledItself = task.isCancelled && (isSequential ? error : (task as? ConcurrentOperation)?.error) == nil
-    let routing = groupState.withLock {
+    let routing = withGroupState {
       $0.taskFinished(task, error: error, cancelledItself: cancelledItself, fromSource: fromSource)
     }
     switch routing {
@@ -358,38 +337,36 @@ open class GroupJob: JobController, @unchecked Sendable {
   /// keeps the job from finishing until this returns (a hold, or the router it holds), so the
   /// group never finishes while a task it dropped has not.
   func stopGroup() {
-    launch(groupState.withLock { $0.stop() })
+    launch(withJobLock(groupState) { job, group in group.stop(job: &job) })
   }
 
   /// Pauses or resumes starting tasks (see ``GroupState/Hold``). A resume that starts held tasks
   /// holds the job until they are tracked, as an add does (see `addTask`).
   func setHeld(_ isHeld: Bool, generation: UInt64) {
-    switch groupState.withLock({ $0.setHold(isHeld, generation: generation) }) {
-    case .launch(let launch):
-      self.launch(launch)
-    case .needsJobHold:
-      // Refused: the job finished, and nothing waits to start any more.
-      guard holdOpen() else { return }
-      if case .launch(let launch) = groupState.withLock({ $0.setHold(isHeld, generation: generation, jobHeld: true) }) {
-        self.launch(launch)
-      }
-      releaseHold()
-    }
+    launch(withJobLock(groupState) { job, group in group.setHold(isHeld, generation: generation, job: &job) })
   }
 
   /// Makes `context` this group's context (see ``ContextSharing``).
   func adoptContext(_ context: JobContext) {
-    context.addMissingValues(from: groupState.withLock { $0.context })
-    let replaced = groupState.withLock { exchange(&$0.context, with: context) }
+    context.addMissingValues(from: withGroupState { $0.context })
+    let replaced = withGroupState { $0.replaceContext(with: context) }
     _ = replaced  // released after the lock: its values are the user's
   }
 
   /// The job finished (any way): tasks still waiting finish without running, and the source,
   /// if any, is released (no callback will pull from it again).
   func operationDidFinish(_ operation: ConcurrentOperation) {
-    launch(groupState.withLock { $0.jobFinished() })
+    launch(withJobLock(groupState) { job, group in group.jobFinished(job: &job) })
     source?.drop()
   }
 }
 
 extension GroupJob: ContextSharing, OperationFinishObserver {}
+
+extension GroupJob {
+  /// Applies `transition` to the group's state alone, under the job's lock (the group has no
+  /// lock of its own).
+  func withGroupState<Result>(_ transition: (inout GroupState) -> Result) -> Result {
+    withJobLock(groupState) { _, group in transition(&group) }
+  }
+}

@@ -44,14 +44,15 @@ extension GroupState {
   /// (or, if `cancelled`, cancel them and start them untracked so they finish without running;
   /// if `jobWaits`, the job is stopping and cannot finish meanwhile, so one that is not ready is
   /// tracked with the job instead, which queues it and waits for it), then, if `inFlight`, end
-  /// the in-flight start, then release the group's keep-alive hold if `releasesHold`.
+  /// the in-flight start (which releases its hold on the job), and ask the job to drain if the
+  /// transition `releasedHold` (the group's hold for held tasks).
   struct Launch {
     var tasks = Tasks.none
     var cancelled = false
     var jobWaits = false
     var inFlight = false
     var context: JobContext
-    var releasesHold = false
+    var releasedHold = false
     /// Tasks taken from `pending` that the job's suspension had suspended while they waited
     /// (`suspendWaiting()`): once they are tracked, the caller resumes them if the job no longer
     /// is suspended (a resume meanwhile no longer found them waiting, nor tracked yet).

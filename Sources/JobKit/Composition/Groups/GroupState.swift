@@ -2,30 +2,35 @@ import Foundation
 
 /// The state of one ``SequentialGroup`` or ``ConcurrentGroup``: which added tasks wait, which one
 /// runs (sequential), how many of its source's tasks run, and whether the group still accepts
-/// tasks. Changed only by the pure transitions below, under the group's lock; each returns a
-/// ``Launch`` (or an outcome carrying one) the caller carries out after releasing it.
+/// tasks. Kept under the job's lock (`JobGuarded`): each transition runs in the same critical
+/// section as the job's state, which it is handed (`inout JobState`), and returns a ``Launch``
+/// (or an outcome carrying one) the caller carries out after releasing the lock.
 ///
 /// A task is tracked with the job only when it starts; until then it waits in `pending`.
 ///
-/// **Add versus stop.** Every add is decided in one transition, under the group's lock, into an
+/// **Add versus stop.** Every add is decided in one transition, under the job's lock, into an
 /// outcome that guarantees the task finishes before the group does: before `main()` it waits in
 /// `pending` (which the start takes or a stop drops, under the same lock); once the group runs
-/// or stops, an add that would hand a task out from another thread (`add`, a resume) first needs
-/// a hold on the job (`JobController.holdOpen()`, taken *before* the transition: `.needsJobHold`
-/// asks for it), so no way of finishing the job (a cancel, a fail, a `.failFast` failure, the
-/// last task's routing) can finish it before the task is tracked. Such a start counts as *in
-/// flight* until its task is tracked. A running group queues the task (or keeps it in `pending`
-/// until its turn); a stopping group has the job track it, which cancels it and waits for it; a
-/// group whose job finished (the hold is refused) or that closed rejects it, changing nothing.
-/// A stop drops `pending` (the dropped tasks are cancelled and finish before the job can) and
-/// never waits for anything else: the adds in flight hold the job themselves.
+/// or stops, an add that hands a task out from another thread (`add`, a resume) takes a hold
+/// on the job in the same transition (`JobState.holdOpen()`), so no way of finishing the job (a
+/// cancel, a fail, a `.failFast` failure, the last task's routing) can finish it before the task
+/// is tracked. Such a start counts as *in flight* until its task is tracked (`endInFlight`
+/// releases its hold). A running group queues the task (or keeps it in `pending` until its
+/// turn); a stopping group has the job track it, which cancels it and waits for it; a group
+/// whose job finished (the hold is refused) or that closed rejects it, changing nothing. A stop
+/// drops `pending` (the dropped tasks are cancelled and finish before the job can) and never
+/// waits for anything else: the adds in flight hold the job themselves.
 ///
 /// `allTasksFinished()` closes the group only when every task it handed out was routed, nothing
-/// is in flight and no held task waits; with held tasks waiting it takes a hold on the job, which
-/// keeps the job from finishing until the group releases it. The router decides to call
-/// `allTasksFinished()` before it does, so an add or a resume from another thread can take its
-/// hold in between, hand a task out and have it tracked, all before the call: the group then
-/// finds that task unrouted and stays open (the job, which tracks it, does not finish either).
+/// is in flight and no held task waits; with held tasks waiting it takes a hold on the job in
+/// the same transition, which keeps the job from finishing until the group releases it. The
+/// router decides to call `allTasksFinished()` before it does, so an add or a resume from
+/// another thread can take its hold in between, hand a task out and have it tracked, all before
+/// the call: the group then finds that task unrouted and stays open (the job, which tracks it,
+/// does not finish either).
+///
+/// A transition that releases a hold sets its launch's `releasedHold`: the caller then asks the
+/// job to drain (`allTasksFinished()` may be due).
 ///
 /// A group with a task source (`TaskSource`) pulls its tasks only inside `main()` and the job's
 /// per-task callbacks, one slot at a time (`reservePull()`, then `pulled(_:)`), so the job cannot
@@ -55,37 +60,28 @@ struct GroupState {
     var generation: UInt64 = 0
   }
 
-  /// Whether the group keeps its job from finishing (the job's keep-alive hold, see
-  /// `JobController.holdOpen()`), because held tasks wait.
-  enum KeepAlive {
-    case none
-    /// `allTasksFinished()` is taking a hold.
-    case taking
-    /// The hold is taken; it is released when the group no longer needs it.
-    case held
-  }
-
   let mode: Mode
-  var phase = Phase.waiting
-  var context = JobContext()
-  var stopsOnFailure = false
-  var hold = Hold()
+  private(set) var phase = Phase.waiting
+  private(set) var context = JobContext()
+  private(set) var stopsOnFailure = false
+  private(set) var hold = Hold()
   /// Added and not started, oldest first. Not tracked with the job.
-  var pending = Line<Operation>()
+  private(set) var pending = Line<Operation>()
   /// Sequential only: the started task that has not been routed yet.
-  var current: Operation?
+  private(set) var current: Operation?
   /// Every added task not routed or dropped yet, so adding one twice is caught.
-  var members: Set<OperationKey> = []
+  private(set) var members: Set<OperationKey> = []
   /// Starts from outside the job's callbacks whose task is not tracked yet (each holds the job).
-  var inFlight = 0
-  var keepAlive = KeepAlive.none
+  private(set) var inFlight = 0
+  /// Whether the group holds its job open because held tasks wait (see `allTasksFinished`).
+  private(set) var keepsJobOpen = false
   /// Waiting tasks the job's suspension suspended (`suspendWaiting()`), until a resume
   /// (`resumeWaiting()`), their start or a stop takes them.
   var suspendedWaiting: [OperationKey: ConcurrentOperation] = [:]
   /// `nil` for a group without a source.
-  var source: SourceSlots?
+  private(set) var source: SourceSlots?
   /// Whether a task that cancelled itself cancels the group (`GroupJob.propagatesTaskCancellation`).
-  var propagatesTaskCancellation: Bool
+  private(set) var propagatesTaskCancellation: Bool
   /// `GroupJob.onCancelled`, until the group finishes (see `GroupState+Cancellation`).
   var cancellationHandler = CancellationHandler.unset
 
@@ -94,6 +90,25 @@ struct GroupState {
     self.mode = mode
     source = sourceMaxRunning.map { SourceSlots(maxRunning: $0) }
     self.propagatesTaskCancellation = propagatesTaskCancellation
+  }
+
+  /// Whether tasks start as the mode says (`main()` ran, and no stop or finish came).
+  var isRunning: Bool { phase == .running }
+
+  /// The group's context is replaced. Returns the one replaced, for the caller to release after
+  /// the lock (its values are the user's).
+  mutating func replaceContext(with context: JobContext) -> JobContext {
+    exchange(&self.context, with: context)
+  }
+
+  /// `SequentialGroup.stopsOnFailure` was set.
+  mutating func setStopsOnFailure(_ stops: Bool) {
+    stopsOnFailure = stops
+  }
+
+  /// `GroupJob.propagatesTaskCancellation` was set.
+  mutating func setPropagatesTaskCancellation(_ propagates: Bool) {
+    propagatesTaskCancellation = propagates
   }
 
   /// A source that may still yield tasks: added tasks of a sequential group wait for its end.
@@ -130,31 +145,31 @@ struct GroupState {
   enum AddOutcome {
     /// Carry out the launch: the task waits, starts, or (stopping) is tracked and cancelled.
     case accepted(Launch)
-    /// The task would be handed out from outside the job's callbacks: take a hold on the job
-    /// (`JobController.holdOpen()`), then add again with `jobHeld: true`; if the hold is
-    /// refused, the job finished: the add is rejected. Nothing changed.
-    case needsJobHold
-    /// The group is done: report, change nothing.
+    /// The group is done, or its job finished: report, change nothing.
     case rejected
     /// The task is already in the group: report, ignore.
     case duplicate
   }
 
-  /// `add(task)` from any thread; `jobHeld` once the caller holds the job (see `AddOutcome`).
-  /// Before `main()`, and while a task the add would wait behind runs or the group is held, no
-  /// hold is needed: the task waits in `pending`, which the group's callbacks, a resume (which
-  /// holds the job) or a stop take under this lock.
-  mutating func add(_ task: Operation, jobHeld: Bool = false) -> AddOutcome {
+  /// `add(task)` from any thread, under the job's lock (`job`). Before `main()`, and while a
+  /// task the add would wait behind runs or the group is held, the task waits in `pending`,
+  /// which the group's callbacks, a resume or a stop take under this lock. Otherwise the task is
+  /// handed out from this thread, in flight, under a hold on the job taken here.
+  mutating func add(_ task: Operation, job: inout JobState) -> AddOutcome {
     switch phase {
     case .closed:
       return .rejected
     case .waiting:
       break
     case .running:
-      if !jobHeld && startsAtOnce { return .needsJobHold }
+      if startsAtOnce {
+        guard !members.contains(OperationKey(task)) else { return .duplicate }
+        guard job.holdOpen() else { return .rejected }
+      }
     case .stopping:
-      guard jobHeld else { return .needsJobHold }
-      guard members.insert(OperationKey(task)).inserted else { return .duplicate }
+      guard !members.contains(OperationKey(task)) else { return .duplicate }
+      guard job.holdOpen() else { return .rejected }
+      members.insert(OperationKey(task))
       // Tracked with the stopping job, which cancels it, queues it and waits for it.
       inFlight += 1
       var result = launch(.one(task))
@@ -163,12 +178,13 @@ struct GroupState {
     }
     guard members.insert(OperationKey(task)).inserted else { return .duplicate }
     pending.append(task)
-    return .accepted(startFromOutside())
+    return .accepted(startFromOutside(job: &job))
   }
 
-  /// Starts what may start now, from a thread that is not running one of the job's callbacks
-  /// (and holds the job, if anything starts).
-  private mutating func startFromOutside() -> Launch {
+  /// Starts what may start now, from a thread that is not running one of the job's callbacks:
+  /// the start is in flight under a hold on the job (taken by the caller for an add, here for a
+  /// resume). Returns an empty launch if the job finished.
+  private mutating func startFromOutside(job: inout JobState) -> Launch {
     // Taken first: `launch(takeStartable())` would copy the whole state to call `launch`.
     let startable = takeStartable()
     var result = launch(startable)
@@ -176,7 +192,7 @@ struct GroupState {
       inFlight += 1
       result.inFlight = true
     } else {
-      result.releasesHold = releaseHoldIfUnneeded()
+      result.releasedHold = releaseJobIfUnneeded(&job)
     }
     return result
   }
@@ -193,18 +209,21 @@ struct GroupState {
     }
   }
 
-  /// Whether the job's hold can be released now.
-  private mutating func releaseHoldIfUnneeded() -> Bool {
-    guard case .held = keepAlive, !needsKeepAlive else { return false }
-    keepAlive = .none
+  /// Releases the group's hold on the job if no held task waits any more. Returns whether it
+  /// did (the caller then asks the job to drain).
+  private mutating func releaseJobIfUnneeded(_ job: inout JobState) -> Bool {
+    guard keepsJobOpen, !needsKeepAlive else { return false }
+    keepsJobOpen = false
+    job.releaseHold()
     return true
   }
 
-  /// The tasks of an in-flight start are tracked. Returns `true` if the caller must release
-  /// the job's hold.
-  mutating func endInFlight() -> Bool {
+  /// The tasks of an in-flight start are tracked: its hold on the job is released (and the
+  /// group's own, if no held task waits any more). The caller then asks the job to drain.
+  mutating func endInFlight(job: inout JobState) {
     inFlight -= 1
-    return releaseHoldIfUnneeded()
+    job.releaseHold()
+    _ = releaseJobIfUnneeded(&job)
   }
 
   // MARK: Running
@@ -301,24 +320,18 @@ struct GroupState {
     return .start(task, context)
   }
 
-  enum HoldOutcome {
-    case launch(Launch)
-    /// The release would start held tasks from outside the job's callbacks: take a hold on the
-    /// job, then set the hold again with `jobHeld: true` (see `AddOutcome.needsJobHold`).
-    /// Nothing changed.
-    case needsJobHold
-  }
-
-  /// Holds or releases the group (from any thread); `jobHeld` once the caller holds the job.
-  mutating func setHold(_ isHeld: Bool, generation: UInt64, jobHeld: Bool = false) -> HoldOutcome {
-    guard generation >= hold.generation else { return .launch(launch()) }
+  /// Holds or releases the group (from any thread, under the job's lock). A release that
+  /// starts held tasks from this thread holds the job until they are tracked, as an add does;
+  /// if the job finished (the hold is refused), nothing waits to start any more: nothing changes.
+  mutating func setHold(_ isHeld: Bool, generation: UInt64, job: inout JobState) -> Launch {
+    guard generation >= hold.generation else { return launch() }
     let previous = hold
     hold = Hold(isHeld: isHeld, generation: generation)
-    if !jobHeld, startsAtOnce, !pending.isEmpty {
+    if startsAtOnce, !pending.isEmpty, !job.holdOpen() {
       hold = previous
-      return .needsJobHold
+      return launch()
     }
-    return .launch(startFromOutside())
+    return startFromOutside(job: &job)
   }
 
   // MARK: Stopping and finishing
@@ -328,21 +341,21 @@ struct GroupState {
   /// flight are not waited for here: each holds the job until its task is tracked. A group that
   /// is stopping already (a task cancelled itself, see `Routing.cancel`) drops its waiting
   /// tasks here too; a second stop finds none.
-  mutating func stop() -> Launch {
+  mutating func stop(job: inout JobState) -> Launch {
     guard phase != .closed else { return launch() }
     phase = .stopping
     var result = dropPending()
     result.jobWaits = true
-    result.releasesHold = releaseHoldIfUnneeded()
+    result.releasedHold = releaseJobIfUnneeded(&job)
     return result
   }
 
   /// The job finished, however it ended: close, and drop any task still waiting (left over by a
   /// `.failFast` failure policy, which stops the job without a callback).
-  mutating func jobFinished() -> Launch {
+  mutating func jobFinished(job: inout JobState) -> Launch {
     phase = .closed
     var result = dropPending()
-    result.releasesHold = releaseHoldIfUnneeded()
+    result.releasedHold = releaseJobIfUnneeded(&job)
     return result
   }
 
@@ -357,32 +370,26 @@ struct GroupState {
   enum Completion {
     /// Let the job finish.
     case finish
-    /// A start is in flight (it holds the job) or a task it handed out is tracked and not
-    /// routed yet: the job therefore does not finish now, and `allTasksFinished()` is called
-    /// again once the hold was released or the task was routed. Do nothing.
+    /// A start is in flight (it holds the job), a task it handed out is tracked and not routed
+    /// yet, or held tasks wait (the group took a hold on the job): the job therefore does not
+    /// finish now, and `allTasksFinished()` is called again once the hold was released or the
+    /// task was routed. Do nothing.
     case keepOpen
-    /// Take a hold on the job (`JobController.holdOpen()`), then call `holdTaken`.
-    case holdOpen
   }
 
-  /// The job's `allTasksFinished()`: close unless a task handed out is not routed yet (started
-  /// from another thread after the router decided to call it, see the type's documentation), a
-  /// start is in flight, or held tasks wait.
-  mutating func allTasksFinished() -> Completion {
+  /// The job's `allTasksFinished()`, under the job's lock: close unless a task handed out is not
+  /// routed yet (started from another thread after the router decided to call it, see the
+  /// type's documentation), a start is in flight, or held tasks wait (then hold the job open).
+  mutating func allTasksFinished(job: inout JobState) -> Completion {
     // `members` holds the waiting tasks and those handed out and not routed yet.
     guard inFlight == 0, members.count == pending.count else { return .keepOpen }
     guard !needsKeepAlive else {
-      keepAlive = .taking
-      return .holdOpen
+      if !keepsJobOpen, job.holdOpen() {
+        keepsJobOpen = true
+      }
+      return .keepOpen
     }
     phase = .closed
     return .finish
-  }
-
-  /// The hold asked for by `.holdOpen` is taken. Returns `true` if the caller must release it
-  /// at once (the group stopped needing it meanwhile).
-  mutating func holdTaken() -> Bool {
-    keepAlive = .held
-    return releaseHoldIfUnneeded()
   }
 }
