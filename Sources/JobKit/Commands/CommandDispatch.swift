@@ -89,7 +89,7 @@ public final class CommandDispatch: GroupJob, @unchecked Sendable {
   /// sequential map, the next mapping whose guards approve gets its turn.
   override func groupTaskFinished(_ task: Operation) {
     super.groupTaskFinished(task)
-    guard !isConcurrent, !isCancelled, withGroupState({ $0.isRunning }),
+    guard !isConcurrent, !isCancelled, isRunningTasks,
       let next = chooser.next()
     else { return }
     add(next)
