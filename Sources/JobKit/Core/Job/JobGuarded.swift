@@ -3,7 +3,7 @@ import Foundation
 /// A subclass's own state kept under its job's lock, so that the job has one lock: reachable
 /// only through ``JobController/withJobLock(_:_:)``, which hands a transition the job's state
 /// and this value in one critical section. A floor above stores its machine here (a group's
-/// waiting tasks) instead of behind a lock of its own.
+/// stop rules and source slots) instead of behind a lock of its own.
 final class JobGuarded<Value>: @unchecked Sendable {
   // @unchecked Sendable: `value` is only touched under the owning job's lock.
   @exclusivity(unchecked) fileprivate var value: Value
@@ -15,20 +15,11 @@ final class JobGuarded<Value>: @unchecked Sendable {
 
 extension JobController {
   /// Applies `transition` to the job's state and `guarded` (a value of this job's) under the
-  /// job's lock. Does not drain: a transition that leaves the job something to do (a released
-  /// hold) says so, and the caller then calls `drainIfIdle()`.
+  /// job's lock. Does not drain: for transitions that leave the outbox as it was.
   func withJobLock<Value, Result>(
     _ guarded: JobGuarded<Value>, _ transition: (inout JobState, inout Value) -> Result
   ) -> Result {
     jobState.withLock { state in transition(&state, &guarded.value) }
-  }
-
-  /// As ``withJobLock(_:_:)``, then drains if this thread must (see ``withJobState(_:)``): for a
-  /// transition that released a hold on the job.
-  func withJobState<Value, Result>(
-    _ guarded: JobGuarded<Value>, _ transition: (inout JobState, inout Value) -> Result
-  ) -> Result {
-    withJobState { state in transition(&state, &guarded.value) }
   }
 }
 
