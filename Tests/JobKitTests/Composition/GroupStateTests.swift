@@ -30,8 +30,8 @@ struct GroupStateTests {
   }
 
   private func proceeded(_ routing: GroupState.Routing) -> (tasks: [Operation], pulls: Bool)? {
-    guard case .proceed(let exits, let pulls) = routing else { return nil }
-    return (exits.map(\.task), pulls)
+    guard case .proceed(let exit, let pulls) = routing else { return nil }
+    return (exit.map { [$0.task] } ?? [], pulls)
   }
 
   private func isCancel(_ routing: GroupState.Routing) -> Bool {

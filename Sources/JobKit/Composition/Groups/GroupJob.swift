@@ -231,9 +231,9 @@ open class GroupJob: JobController, @unchecked Sendable {
       group.taskFinished(task, error: error, cancelledItself: cancelledItself, fromSource: fromSource, job: &job)
     }
     switch routing {
-    case .proceed(let exits, let pulls):
-      if !exits.isEmpty {
-        performAdmissionExits(exits)
+    case .proceed(let exit, let pulls):
+      if let exit {
+        performAdmissionExit(exit)
       }
       return pulls
     case .fail(let error):

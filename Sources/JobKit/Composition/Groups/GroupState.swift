@@ -63,9 +63,9 @@ struct GroupState {
   }
 
   enum Routing {
-    /// Carry out the exits (the next task of a sequential group); then, if `pulls`, pull from
-    /// the source into the slot reserved for it.
-    case proceed([AdmissionExit], pulls: Bool)
+    /// Carry out the exit (the next task of a sequential group), if any; then, if `pulls`, pull
+    /// from the source into the slot reserved for it.
+    case proceed(AdmissionExit?, pulls: Bool)
     /// The task failed and the group stops on failure: fail the job with `error`.
     case fail(any Error)
     /// The task cancelled itself and the group propagates that: cancel the job. Its turn is not
@@ -92,9 +92,9 @@ struct GroupState {
       return .fail(error)
     }
     if fromSource {
-      return .proceed([], pulls: reservePull(job: job))
+      return .proceed(nil, pulls: reservePull(job: job))
     }
-    return .proceed(mode == .sequential ? job.admissionDone(task) : [], pulls: false)
+    return .proceed(mode == .sequential ? job.admissionDone(task) : nil, pulls: false)
   }
 
   // MARK: Pulling from the source

@@ -156,10 +156,10 @@ extension JobState {
 
   /// `node`, tracked for admission and observed now, enters the admission line. Returns its
   /// exit if it leaves at once.
-  mutating func enterAdmission(_ node: TrackedTask, queue: OperationQueue) -> [AdmissionExit] {
-    guard node.state.isUnfinished else { return [] }
-    guard admission.enter(node, queue: queue, stopping: phase.isStopping) else { return [] }
-    return exit(node, queue).map { [$0] } ?? []
+  mutating func enterAdmission(_ node: TrackedTask, queue: OperationQueue) -> AdmissionExit? {
+    guard node.state.isUnfinished else { return nil }
+    guard admission.enter(node, queue: queue, stopping: phase.isStopping) else { return nil }
+    return exit(node, queue)
   }
 
   /// The job's `main()` begins: the tasks that may go now leave the line.
@@ -168,10 +168,11 @@ extension JobState {
     return exitsFromLine()
   }
 
-  /// `task`'s turn is over (see `JobAdmission.done`): the next tasks that may go leave.
-  mutating func admissionDone(_ task: Operation) -> [AdmissionExit] {
-    guard admission.done(task) else { return [] }
-    return exitsFromLine()
+  /// `task`'s turn is over (see `JobAdmission.done`, one at a time): the next task, if any,
+  /// leaves the line.
+  mutating func admissionDone(_ task: Operation) -> AdmissionExit? {
+    guard admission.done(task), let (node, queue) = admission.next() else { return nil }
+    return exit(node, queue)
   }
 
   /// Pauses or resumes the admission (see `JobAdmission.setPaused`).

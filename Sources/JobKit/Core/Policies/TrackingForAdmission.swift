@@ -27,9 +27,8 @@ extension JobController {
 
   /// `node`, tracked for admission, is observed now: it enters the line, or goes on at once.
   func enterAdmission(_ node: TrackedTask, queue: OperationQueue) {
-    let exits = jobState.withLock { $0.enterAdmission(node, queue: queue) }
-    if !exits.isEmpty {
-      performAdmissionExits(exits)
+    if let exit = jobState.withLock({ $0.enterAdmission(node, queue: queue) }) {
+      performAdmissionExit(exit)
     }
   }
 
@@ -38,18 +37,34 @@ extension JobController {
   /// group for a slot (limits, a suspension) in one more lock.
   func performAdmissionExits(_ exits: [AdmissionExit]) {
     var asksForSlots = false
-    for exit in exits {
-      if exit.observesEvents {
-        confirmTracked(exit.task, node: exit.node)
-      }
-      prepareForAdmission(exit.task, shared: exit.shared)
-      if exit.ready {
-        enqueue(exit.task, on: exit.queue)
-      } else {
-        asksForSlots = true
-      }
+    for exit in exits where !prepareAndQueue(exit) {
+      asksForSlots = true
     }
-    guard asksForSlots else { return }
+    if asksForSlots {
+      admitAfterAdmission(exits)
+    }
+  }
+
+  /// `performAdmissionExits` for one exit (a step of a sequential group): no array.
+  func performAdmissionExit(_ exit: AdmissionExit) {
+    if !prepareAndQueue(exit) {
+      admitAfterAdmission([exit])
+    }
+  }
+
+  /// Prepares `exit`'s task and queues it if it is `ready`. Returns whether it was ready.
+  private func prepareAndQueue(_ exit: AdmissionExit) -> Bool {
+    if exit.observesEvents {
+      confirmTracked(exit.task, node: exit.node)
+    }
+    prepareForAdmission(exit.task, shared: exit.shared)
+    guard exit.ready else { return false }
+    enqueue(exit.task, on: exit.queue)
+    return true
+  }
+
+  /// The exits that were not ready ask their group for a slot; those admitted are queued.
+  private func admitAfterAdmission(_ exits: [AdmissionExit]) {
     let (admitted, effects) = jobState.withLock { state in
       (state.admitAfterAdmission(exits), state.takeAdmissionEffects())
     }

@@ -22,7 +22,11 @@ struct JobAdmissionStateTests {
       return (nil, [])
     }
     #expect(!queueNow && !waitsForSlot)
-    return (node, state.enterAdmission(node, queue: queue))
+    return (node, state.enterAdmission(node, queue: queue).map { [$0] } ?? [])
+  }
+
+  private func done(_ state: inout JobState, _ task: Operation) -> [AdmissionExit] {
+    state.admissionDone(task).map { [$0] } ?? []
   }
 
   private func tasks(_ exits: [AdmissionExit]) -> [Operation] {
@@ -58,18 +62,18 @@ struct JobAdmissionStateTests {
     for task in added { _ = add(task, to: &state) }
     let first = state.openAdmission()
     #expect(tasks(first).first === added[0])
-    let early = state.admissionDone(added[1])
+    let early = done(&state, added[1])
     #expect(early.isEmpty)
-    let second = state.admissionDone(added[0])
+    let second = done(&state, added[0])
     #expect(tasks(second).count == 1 && tasks(second).first === added[1])
     let late = BlockOperation {}
     let (_, lateExits) = add(late, to: &state)
     #expect(lateExits.isEmpty)
-    let third = state.admissionDone(added[1])
+    let third = done(&state, added[1])
     #expect(tasks(third).first === added[2])
-    let fourth = state.admissionDone(added[2])
+    let fourth = done(&state, added[2])
     #expect(tasks(fourth).first === late)
-    let fifth = state.admissionDone(late)
+    let fifth = done(&state, late)
     #expect(fifth.isEmpty && state.tasksWaitingForAdmission.isEmpty)
     // Idle now: the next task added leaves at once.
     let (_, idle) = add(BlockOperation {}, to: &state)
