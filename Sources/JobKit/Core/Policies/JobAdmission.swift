@@ -101,8 +101,6 @@ struct JobAdmission {
     isPaused = paused
   }
 
-  var paused: Bool { isPaused }
-
   /// How many tasks wait in line.
   var waitingCount: Int { line.count }
 
