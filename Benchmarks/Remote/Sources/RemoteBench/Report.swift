@@ -53,7 +53,8 @@ enum Report {
     row(
       "RemoteWorker / floor (target >= 0.8)",
       ratios.map { ratios in
-        format(median(ratios), 2) + (ratios.count > 1 ? " (" + ratios.map { format($0, 2) }.joined(separator: ", ") + ")" : "")
+        format(median(ratios), 2)
+          + (ratios.count > 1 ? " (" + ratios.map { format($0, 2) }.joined(separator: ", ") + ")" : "")
       })
     row("\(countLabel), drain, RemoteWorker", library.map { format(median($0.map(\.statementsPerTask)), 2) })
     row("\(countLabel), drain, floor", floor.map { format(median($0.map(\.statementsPerTask)), 2) })

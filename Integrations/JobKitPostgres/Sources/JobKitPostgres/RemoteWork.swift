@@ -17,7 +17,9 @@ import JobKit
 /// - **Finish**: when the row is final (a `NOTIFY` on the queue's channel, or the poll
 ///   fallback): `.success(output)` for a completed row, `.failure(RemoteTaskError)` with the
 ///   stored message and attempt for a failed one; a cancelled row finishes the task cancelled.
-///   A database that is unreachable for a while delays the finish; it does not fail the task.
+///   A database that is unreachable for a while delays the finish; one unreachable for longer
+///   than ``RemoteQueue/Configuration/reconnectTimeout`` fails the task with
+///   ``RemoteQueueError`` (its row stays: a re-run with the same key attaches to it).
 /// - **Cancel** (`cancel()`, or the job's cancel): the row is marked; an unclaimed row is
 ///   cancelled at once and no worker starts it after; a running handler is cancelled at its
 ///   worker's next heartbeat. The task finishes cancelled right away.
@@ -80,6 +82,9 @@ struct RemoteCall<Kind: RemoteTaskKind>: Sendable {
       do {
         try Task.checkCancellation()
         row = try await queue.router.wait(for: inserted.id, queue: queue)
+      } catch let error as RemoteQueueError {
+        // The database stayed unreachable: the row cannot be marked, and stays for a re-run.
+        throw error
       } catch {
         await cancelRow()
         throw error
