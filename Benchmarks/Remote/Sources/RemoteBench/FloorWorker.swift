@@ -53,6 +53,10 @@ enum FloorWorker {
         WITH c AS (
           SELECT * FROM unnest(\(ids)::bigint[], \(attempts)::integer[], \(kinds)::integer[], \(outputs)::bytea[],
             \(messages)::text[], \(delays)::float8[]) AS c(id, attempt, outcome, output, message, delay)
+        ), locked AS (
+          -- Locked in id order, as by every multi-row update of a worker: no deadlock.
+          SELECT t.id FROM jobkit_remote_tasks t JOIN c ON t.id = c.id WHERE t.owner = \(owner)
+          ORDER BY t.id FOR UPDATE OF t
         ), stored AS (
           UPDATE jobkit_remote_tasks t SET
             state = CASE WHEN c.outcome = 0 THEN 'completed'
@@ -65,7 +69,7 @@ enum FloorWorker {
               OR NOT (c.outcome IN (2, 3) AND t.attempt < t.max_attempts) THEN now() END,
             lease_expires_at = NULL,
             run_after = CASE WHEN c.outcome = 0 THEN t.run_after ELSE now() + make_interval(secs => c.delay) END
-          FROM c
+          FROM c JOIN locked ON locked.id = c.id
           WHERE t.id = c.id AND t.attempt = c.attempt AND t.owner = \(owner) AND t.state = 'running'
           RETURNING t.id, t.state
         )

@@ -60,19 +60,22 @@ final class WakeSignal: Sendable {
     waiter?.resume()
   }
 
-  /// Suspends until a signal, `timeout` or the task's cancellation; one waiter at a time.
-  func wait(timeout: Duration) async {
+  /// Suspends until a signal, `timeout` (none: `nil`, for a loop that is always signalled) or
+  /// the task's cancellation; one waiter at a time.
+  func wait(timeout: Duration?) async {
     let generation = state.withLock { state -> UInt64 in
       state.generation &+= 1
       return state.generation
     }
-    let timer = Task { [weak self] in
-      do {
-        try await Task.sleep(for: timeout)
-      } catch {
-        return
+    let timer = timeout.map { timeout in
+      Task { [weak self] in
+        do {
+          try await Task.sleep(for: timeout)
+        } catch {
+          return
+        }
+        self?.expire(generation)
       }
-      self?.expire(generation)
     }
     await withTaskCancellationHandler {
       await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
@@ -89,8 +92,8 @@ final class WakeSignal: Sendable {
     } onCancel: {
       expire(generation)
     }
-    timer.cancel()
+    timer?.cancel()
     // The timer's end is awaited, so that nothing of this wait outlives it.
-    await timer.value
+    await timer?.value
   }
 }

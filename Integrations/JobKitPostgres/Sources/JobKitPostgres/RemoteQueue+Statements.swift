@@ -116,8 +116,9 @@ extension RemoteQueue {
 
   /// Whether `error` says the server could not be reached, went away or did not answer in time
   /// (as opposed to a statement the server refused): connection errors, a statement past
-  /// ``Configuration/statementTimeout``, and the server's classes 08 (connection exception)
-  /// and 57 (operator intervention: shutdown, starting up).
+  /// ``Configuration/statementTimeout``, and the server's classes 08 (connection exception),
+  /// 57 (operator intervention: shutdown, starting up) and 40 (transaction rollback: a
+  /// deadlock, a serialization failure).
   static func isUnreachable(_ error: any Error) -> Bool {
     if let error = error as? RemoteQueueError { return error.isUnreachable }
     guard let error = error as? PSQLError else { return false }
@@ -126,7 +127,8 @@ extension RemoteQueue {
       return true
     case .server:
       let state = error.serverInfo?[.sqlState] ?? ""
-      return state.hasPrefix("08") || state.hasPrefix("57")
+      // 40: a deadlock or a serialization failure, rolled back: trying again is right.
+      return state.hasPrefix("08") || state.hasPrefix("57") || state.hasPrefix("40")
     default:
       return false
     }

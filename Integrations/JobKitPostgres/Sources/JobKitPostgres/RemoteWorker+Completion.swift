@@ -30,7 +30,8 @@ extension RemoteWorker {
   }
 
   /// Stores outcomes until the worker stopped and nothing is left. A batch is stored as soon as
-  /// it is full or no handler runs; otherwise after one more millisecond of gathering.
+  /// it is full or no handler runs; otherwise after letting the handlers that are ready run
+  /// once more (a yield), so that handlers ending together share a statement.
   func completeLoop(owner: String) async {
     let batch = max(1, configuration.batchSize)
     var gathered = false
@@ -45,9 +46,13 @@ extension RemoteWorker {
       }
       if stop { return }
       if outcomes.isEmpty {
-        let waiting = state.withLock { !$0.outcomes.isEmpty }
-        gathered = waiting
-        await completions.wait(timeout: waiting ? .milliseconds(1) : configuration.pollInterval)
+        if state.withLock({ !$0.outcomes.isEmpty }) {
+          gathered = true
+          await Task.yield()
+        } else {
+          // Signalled by each ended handler and by the stop.
+          await completions.wait(timeout: nil)
+        }
         continue
       }
       gathered = false
@@ -152,6 +157,10 @@ extension RemoteWorker {
       WITH c AS (
         SELECT * FROM unnest(\(ids)::bigint[], \(attempts)::integer[], \(kinds)::integer[], \(outputs)::bytea[],
           \(messages)::text[], \(delays)::float8[]) AS c(id, attempt, outcome, output, message, delay)
+      ), locked AS (
+        -- Locked in id order, as by every multi-row update of a worker: no deadlock.
+        SELECT t.id FROM jobkit_remote_tasks t JOIN c ON t.id = c.id WHERE t.owner = \(owner)
+        ORDER BY t.id FOR UPDATE OF t
       ), stored AS (
         UPDATE jobkit_remote_tasks t SET
           state = CASE WHEN c.outcome = 0 THEN 'completed'
@@ -164,7 +173,7 @@ extension RemoteWorker {
             OR NOT (c.outcome IN (2, 3) AND t.attempt < t.max_attempts) THEN now() END,
           lease_expires_at = NULL,
           run_after = CASE WHEN c.outcome = 0 THEN t.run_after ELSE now() + make_interval(secs => c.delay) END
-        FROM c
+        FROM c JOIN locked ON locked.id = c.id
         WHERE t.id = c.id AND t.attempt = c.attempt AND t.owner = \(owner) AND t.state = 'running'
         RETURNING t.id, t.state
       )

@@ -191,9 +191,13 @@ extension RemoteWorker {
       do {
         let kept = try await queue.statement(
           """
-          UPDATE jobkit_remote_tasks SET lease_expires_at = now() + make_interval(secs => \(lease))
-          WHERE id = ANY(\(ids)) AND owner = \(owner) AND state = 'running'
-          RETURNING id, cancel_requested
+          WITH locked AS (
+            SELECT id FROM jobkit_remote_tasks WHERE id = ANY(\(ids)) AND owner = \(owner) AND state = 'running'
+            ORDER BY id FOR UPDATE
+          )
+          UPDATE jobkit_remote_tasks t SET lease_expires_at = now() + make_interval(secs => \(lease))
+          FROM locked WHERE t.id = locked.id AND t.owner = \(owner) AND t.state = 'running'
+          RETURNING t.id, t.cancel_requested
           """
         ) { rows in
           var kept: [Int64: Bool] = [:]
@@ -252,10 +256,14 @@ extension RemoteWorker {
     do {
       let count = try await queue.statement(
         """
-        UPDATE jobkit_remote_tasks SET state = 'available', attempt = attempt - 1, owner = NULL,
+        WITH locked AS (
+          SELECT id FROM jobkit_remote_tasks WHERE id = ANY(\(ids)) AND owner = \(owner) AND state = 'running'
+          ORDER BY id FOR UPDATE
+        )
+        UPDATE jobkit_remote_tasks t SET state = 'available', attempt = t.attempt - 1, owner = NULL,
           lease_expires_at = NULL, run_after = now()
-        WHERE id = ANY(\(ids)) AND owner = \(owner) AND state = 'running'
-        RETURNING id
+        FROM locked WHERE t.id = locked.id AND t.owner = \(owner) AND t.state = 'running'
+        RETURNING t.id
         """
       ) { rows in
         var count = 0

@@ -200,6 +200,9 @@ struct KindRunner<K: RemoteTaskKind>: Sendable {
   let handler: @Sendable (K.Input, RemoteTaskContext) async throws -> K.Output
   let name = K.name
   let inputName = "\(K.Input.self)"
+  /// Shared by the kind's runs (both are `Sendable`; each call keeps its own state).
+  let decoder = JSONDecoder()
+  let encoder = JSONEncoder()
 
   func makeTask(_ input: Data, _ context: RemoteTaskContext) -> Work<HandlerOutcome> {
     RemoteHandlerTask<K>(async: { await run(input, context) })
@@ -208,13 +211,13 @@ struct KindRunner<K: RemoteTaskKind>: Sendable {
   func run(_ input: Data, _ context: RemoteTaskContext) async -> HandlerOutcome {
     let decoded: K.Input
     do {
-      decoded = try JSONDecoder().decode(K.Input.self, from: input)
+      decoded = try decoder.decode(K.Input.self, from: input)
     } catch {
       return .failure(
         message: "the input does not decode as \(inputName) for kind '\(name)': \(error)", retryable: false)
     }
     do {
-      return .success(try JSONEncoder().encode(try await handler(decoded, context)))
+      return .success(try encoder.encode(try await handler(decoded, context)))
     } catch is CancellationError {
       return .cancelled
     } catch {
