@@ -52,14 +52,15 @@ extension RemoteQueue {
   }
 
   /// Runs `body`, again while it fails because the database cannot be reached (or did not
-  /// answer in time), with jittered exponential backoff, for at most
-  /// ``Configuration/reconnectTimeout``, then throws ``RemoteQueueError`` saying so. Other
+  /// answer in time), with jittered exponential backoff, for at most `limit` (by default
+  /// ``Configuration/reconnectTimeout``), then throws ``RemoteQueueError`` saying so. Other
   /// errors are thrown at once.
   func retryingWhileUnreachable<Result: Sendable>(
-    _ body: @Sendable () async throws -> Result
+    for limit: Duration? = nil, _ body: @Sendable () async throws -> Result
   ) async throws -> Result {
     let clock = ContinuousClock()
-    let deadline = clock.now + configuration.reconnectTimeout
+    let limit = limit ?? configuration.reconnectTimeout
+    let deadline = clock.now + limit
     var backoff = Backoff()
     while true {
       do {
@@ -69,7 +70,7 @@ extension RemoteQueue {
         guard clock.now < deadline else {
           throw RemoteQueueError(
             message: "queue '\(name)': the database could not be reached for "
-              + "\(Int(configuration.reconnectTimeout.seconds)) s (reconnectTimeout); last error: "
+              + "\(Int(limit.seconds)) s; last error: "
               + RemoteQueue.summary(error))
         }
         let delay = backoff.next()

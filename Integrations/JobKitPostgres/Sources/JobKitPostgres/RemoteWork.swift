@@ -94,13 +94,16 @@ struct RemoteCall<Kind: RemoteTaskKind>: Sendable {
   }
 
   /// Marks the row cancelled, from a task of its own: the caller's task is cancelled, and a
-  /// query from it could be refused.
+  /// query from it could be refused. Tried for at most 5 s while the database is unreachable,
+  /// so that a job whose database is gone still ends soon after its tasks failed.
   private func cancelRow() async {
     let queue = queue
     let key = key
     await Task.detached {
       do {
-        try await queue.retryingWhileUnreachable { try await queue.requestCancel(key: key) }
+        try await queue.retryingWhileUnreachable(for: min(.seconds(5), queue.configuration.reconnectTimeout)) {
+          try await queue.requestCancel(key: key)
+        }
       } catch {
         queue.logger.error(
           "jobkit-postgres: could not mark a cancelled task's row",
