@@ -163,7 +163,8 @@ struct ReasonTracingTests {
     #expect(Set(tasks.map(\.operationName)) == ["task", "deep", "SequentialGroup"])
     for span in tasks {
       #expect(span.status?.code == .error, "\(span.operationName)")
-      #expect(span.errors.map { $0.error as? JobKitError } == [JobKitError(.timeLimitExceeded)], "\(span.operationName)")
+      #expect(
+        span.errors.map { $0.error as? JobKitError } == [JobKitError(.timeLimitExceeded)], "\(span.operationName)")
     }
     let root = try #require(spans.first { $0.operationName == "LimitedJob" })
     #expect(root.errors.map { $0.error as? JobKitError } == [JobKitError(.timeLimitExceeded)])
