@@ -102,9 +102,9 @@ struct CompositionReasonChecks {
   private var advance: (seconds: Int, index: Int)?
   /// The nodes surely running when the clock advanced: the inline trigger leaf and those above.
   private var running: Set<Int> = []
-  /// Groups a struck cancel storm below may have cancelled (a task that cancels itself cancels
-  /// its group, with a plain `cancel()`).
-  private var cancelledFromBelow: Set<Int> = []
+  /// Groups a struck cancel storm below may have cancelled, with the storm's reason (a task that
+  /// cancels itself cancels its group with its reason, and so on up).
+  private var cancelledFromBelow: [Int: Set<ReasonTag>] = [:]
   private(set) var violations: [String] = []
 
   init(plan: CompositionPlan, events: CompositionEvents) {
@@ -125,8 +125,9 @@ struct CompositionReasonChecks {
           }
         }
       case .cancel(var id), .cancelReason(var id):
+        let reason: ReasonTag = if case .cancelReason(let target) = storm.action { .reason(target) } else { .plain }
         while let parent = parents[id], let kind = nodes[parent]?.kind, kind.propagatesCancellation {
-          cancelledFromBelow.insert(parent)
+          cancelledFromBelow[parent, default: []].insert(reason)
           id = parent
         }
       default: break
@@ -148,7 +149,7 @@ struct CompositionReasonChecks {
 
   /// The reasons a stop at `node` itself gives (to it, or to what it hands them down to).
   private func own(_ node: NodePlan) -> Set<ReasonTag> {
-    var tags: Set<ReasonTag> = cancelledFromBelow.contains(node.id) ? [.plain] : []
+    var tags = cancelledFromBelow[node.id] ?? []
     for (index, storm) in plan.storms.enumerated() where (events.struck[index] ?? 0) > 0 {
       switch storm.action {
       case .cancel(node.id), .cancelAll(node.id): tags.insert(.plain)
