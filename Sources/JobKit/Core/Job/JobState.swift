@@ -208,8 +208,9 @@ struct JobState {
     case deliver
     /// Skip it (the job is stopping).
     case skip
-    /// This failure fails the job (`.failFast`): cancel these tasks, skip the callback.
-    case failFast(StopActions)
+    /// This failure fails the job (`.failFast`): cancel these tasks, skip the callback. Boxed: it
+    /// is rare, and a drainer's batch carries a decision for every routed task.
+    indirect case failFast(StopActions)
   }
 
   /// The decision for a finished `node` whose finishing thread reported what routing needs

@@ -34,15 +34,25 @@ extension JobState {
     dependencies.tracked(node, as: ObjectIdentifier(task))
   }
 
+  /// A task tracked with `waitsForDependencies` is about to read whether its dependencies
+  /// finished: the job remembers what it routes until ``waitForDependencies(_:_:_:window:)``.
+  mutating func openDependencyWindow() -> UInt64 {
+    dependencies.openWindow()
+  }
+
   /// `node`, tracked with `waitsForDependencies`, is observed now: it waits for `named` (the
   /// dependencies of `wait`), or is released at once if none is left to wait for. A task no
   /// longer unfinished (it had finished before it was tracked) waits for nothing: released as
-  /// dropped.
+  /// dropped. Either way `window` (from ``openDependencyWindow()``) closes.
   mutating func waitForDependencies(
-    _ node: TrackedTask, _ named: [TaskDependencies<TrackedTask, DependencyWait>.Named], _ wait: DependencyWait
+    _ node: TrackedTask, _ named: [TaskDependencies<TrackedTask, DependencyWait>.Named], _ wait: DependencyWait,
+    window: UInt64
   ) -> DependencyRelease? {
-    guard node.state.isUnfinished else { return DependencyRelease(node: node, payload: wait, reason: .dropped) }
-    return dependencies.wait(node, for: named, payload: wait)
+    guard node.state.isUnfinished else {
+      dependencies.closeWindow(window)
+      return DependencyRelease(node: node, payload: wait, reason: .dropped)
+    }
+    return dependencies.wait(node, for: named, payload: wait, window: window)
   }
 
   /// `node` is dropped without being routed (a duplicate, a replaced attempt): it is no longer

@@ -7,9 +7,15 @@ import Foundation
 /// A value owned by `JobState` (its `dependencies`), changed only under the job's lock. Inactive
 /// and empty until a job first tracks a task with dependencies, so a job that never does pays
 /// one `Bool` read per routed task. Once active it indexes the job's unrouted tasks by
-/// operation (to tell "tracked, not routed yet" from "not tracked yet") and remembers, weakly,
-/// the tasks routed since (so that a later task may name them). A dependency that finished
-/// before the job first used dependencies counts as routed.
+/// operation (to tell "tracked, not routed yet" from "not tracked yet"). A dependency that is
+/// neither unrouted nor waited for had finished when the waiting task named it (it counts as
+/// routed), or is not tracked yet.
+///
+/// The one gap is a dependency routed between the caller's read of its `isFinished` and
+/// ``wait(_:for:payload:window:)``: the caller opens a *window* (``openWindow()``) before that
+/// read, and while a window is open the tasks routed since are remembered (weakly, with the
+/// routing's sequence number). Records no open window can need are dropped, so a long-running
+/// job keeps none once its waits are settled.
 ///
 /// Generic over the job's node (`Node`) and what a waiting task carries until it is released
 /// (`Payload`: its dependencies and where it goes), so that it is tested with plain values.
@@ -50,16 +56,24 @@ struct TaskDependencies<Node: AnyObject, Payload> {
     var pending: [ObjectIdentifier]
   }
 
-  private struct WeakObject {
+  private struct RoutedRecord {
     weak var object: AnyObject?
+    /// The routing's sequence number (see `routings`).
+    let sequence: UInt64
   }
 
   /// Whether the job has used dependencies; until then nothing below is kept.
   private(set) var isActive = false
   /// The job's tracked tasks not routed yet, by operation.
   private var unrouted: [ObjectIdentifier: Node] = [:]
-  /// The tasks the job routed since it became active, by operation.
-  private var routed: [ObjectIdentifier: WeakObject] = [:]
+  /// The tasks routed while a window was open, by operation.
+  private var routed: [ObjectIdentifier: RoutedRecord] = [:]
+  /// How many tasks were routed since the job became active.
+  private var routings: UInt64 = 0
+  /// Open windows, by the value of `routings` when each opened (several may share one).
+  private var openWindows: [UInt64: Int] = [:]
+  /// When `routed` is next pruned of records no open window needs.
+  private var pruneAt = 64
   /// Waiting tasks, by node.
   private var waiters: [ObjectIdentifier: Waiter] = [:]
   /// The waiting tasks of each dependency not routed yet, by operation; by node.
@@ -69,6 +83,8 @@ struct TaskDependencies<Node: AnyObject, Payload> {
 
   /// How many tasks wait for dependencies.
   var waitingCount: Int { waiters.count }
+  /// How many routed tasks are remembered for open windows.
+  var routedRecordCount: Int { routed.count }
   /// Whether tasks were released and wait to be taken.
   var hasReleased: Bool { !released.isEmpty }
 
@@ -98,13 +114,34 @@ struct TaskDependencies<Node: AnyObject, Payload> {
     dropWaiter(node)
   }
 
-  /// `node` (tracked with dependencies, its finish observed) waits for `dependencies` now.
-  /// Returns its release if none is left to wait for (each was routed, or had finished before).
-  mutating func wait(_ node: Node, for dependencies: [Named], payload: Payload) -> Release? {
+  /// A task tracked with dependencies is about to read whether they finished: from now until
+  /// its ``wait(_:for:payload:window:)`` or ``closeWindow(_:)``, the tasks routed are
+  /// remembered. Returns the window, to hand to either.
+  mutating func openWindow() -> UInt64 {
+    openWindows[routings, default: 0] += 1
+    return routings
+  }
+
+  /// The window opened by ``openWindow()`` closes without a wait (the task waits for nothing).
+  mutating func closeWindow(_ window: UInt64) {
+    guard let count = openWindows[window] else { return }
+    openWindows[window] = count > 1 ? count - 1 : nil
+    if openWindows.isEmpty {
+      routed.removeAll()
+      pruneAt = 64
+    }
+  }
+
+  /// `node` (tracked with dependencies, its finish observed) waits for `dependencies` now, and
+  /// its `window` closes. Returns its release if none is left to wait for (each was routed, or
+  /// had finished before).
+  mutating func wait(_ node: Node, for dependencies: [Named], payload: Payload, window: UInt64) -> Release? {
+    defer { closeWindow(window) }
     var pending: [ObjectIdentifier] = []
     for dependency in dependencies where !pending.contains(dependency.key) {
       if unrouted[dependency.key] == nil {
-        if routed[dependency.key]?.object === dependency.object || dependency.finishedBefore { continue }
+        // The caller holds `dependency.object`: reading the record releases nothing of its own.
+        if dependency.finishedBefore || routed[dependency.key]?.object === dependency.object { continue }
       }
       pending.append(dependency.key)
     }
@@ -125,7 +162,7 @@ struct TaskDependencies<Node: AnyObject, Payload> {
     if unrouted[key] === node {
       unrouted[key] = nil
     }
-    routed[key] = WeakObject(object: object)
+    remember(key, object)
     dropWaiter(node)
     guard let waiting = dependants.removeValue(forKey: key) else { return }
     for id in waiting {
@@ -155,6 +192,18 @@ struct TaskDependencies<Node: AnyObject, Payload> {
     guard !released.isEmpty else { return [] }
     defer { released = [] }
     return released
+  }
+
+  /// Remembers a routed task while a window is open; prunes, from time to time, the records
+  /// older than every open window (no wait can need them). Reads no weak reference.
+  private mutating func remember(_ key: ObjectIdentifier, _ object: AnyObject) {
+    routings += 1
+    guard !openWindows.isEmpty else { return }
+    routed[key] = RoutedRecord(object: object, sequence: routings)
+    if routed.count >= pruneAt, let oldest = openWindows.keys.min() {
+      routed = routed.filter { $0.value.sequence > oldest }
+      pruneAt = max(64, routed.count * 2)
+    }
   }
 
   private mutating func dropWaiter(_ node: Node) {

@@ -63,14 +63,15 @@ extension JobController {
       let node = track(
         task, node: node, queue: queue, replacing: nil, waitsForDependencies: true, mayQueue: &mayQueue)
     else { return false }
-    // Read after `track` made the job record every routing: a dependency not finished now is
-    // tracked (and routed later) or not tracked yet.
+    // Read with a window open (the job remembers what it routes meanwhile): a dependency not
+    // finished now is tracked (and routed later, or meanwhile) or not tracked yet.
+    let window = jobState.withLock { $0.openDependencyWindow() }
     let named = dependencies.map { dependency in
       TaskDependencies<TrackedTask, DependencyWait>.Named(
         key: ObjectIdentifier(dependency), object: dependency, finishedBefore: dependency.isFinished)
     }
     let wait = DependencyWait(task: task, dependencies: dependencies, target: mayQueue ? target : .none)
-    if let released = withJobState({ $0.waitForDependencies(node, named, wait) }) {
+    if let released = withJobState({ $0.waitForDependencies(node, named, wait, window: window) }) {
       performReleases([released])
     }
     return true

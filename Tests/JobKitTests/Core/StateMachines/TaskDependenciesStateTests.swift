@@ -29,6 +29,14 @@ struct TaskDependenciesStateTests {
     graph.routed(node, as: ObjectIdentifier(node), object: node)
   }
 
+  /// A wait whose dependencies were read just now: its window opens and closes with it.
+  private func wait(
+    _ node: Node, for dependencies: [Graph.Named], payload: String, in graph: inout Graph
+  ) -> Graph.Release? {
+    let window = graph.openWindow()
+    return graph.wait(node, for: dependencies, payload: payload, window: window)
+  }
+
   private func labels(_ releases: [Graph.Release]) -> [String] {
     releases.map { "\($0.payload):\($0.reason)" }
   }
@@ -41,7 +49,7 @@ struct TaskDependenciesStateTests {
     graph.activate(unrouted: [(ObjectIdentifier(early), early)])
     #expect(graph.isActive)
     let dependant = Node("dependant")
-    #expect(graph.wait(dependant, for: [named(early)], payload: "dependant") == nil)
+    #expect(wait(dependant, for: [named(early)], payload: "dependant", in: &graph) == nil)
     #expect(graph.waitingCount == 1)
     route(early, in: &graph)
     #expect(labels(graph.takeReleased()) == ["dependant:ready"])
@@ -52,7 +60,7 @@ struct TaskDependenciesStateTests {
     let first = Node("first")
     let second = Node("second")
     var graph = active(tracking: [first, second])
-    #expect(graph.wait(Node("both"), for: [named(first), named(second), named(first)], payload: "both") == nil)
+    #expect(wait(Node("both"), for: [named(first), named(second), named(first)], payload: "both", in: &graph) == nil)
     route(first, in: &graph)
     #expect(graph.takeReleased().isEmpty)
     route(second, in: &graph)
@@ -64,18 +72,54 @@ struct TaskDependenciesStateTests {
   @Test func routedOrFinishedDependenciesAreNotWaitedFor() {
     let routed = Node("routed")
     var graph = active(tracking: [routed])
+    // The waiting task read that `routed` had not finished; it was routed before the wait.
+    let window = graph.openWindow()
     route(routed, in: &graph)
     let finished = Node("finished")
     let release = graph.wait(
-      Node("task"), for: [named(routed), named(finished, finishedBefore: true)], payload: "task")
+      Node("task"), for: [named(routed), named(finished, finishedBefore: true)], payload: "task", window: window)
     #expect(release?.reason == .ready)
     #expect(graph.waitingCount == 0)
+  }
+
+  @Test func routedTasksAreRememberedOnlyWhileAWindowIsOpen() {
+    var graph = active(tracking: [])
+    let before = Node("before")
+    route(before, in: &graph)
+    #expect(graph.routedRecordCount == 0)
+    let window = graph.openWindow()
+    let during = Node("during")
+    route(during, in: &graph)
+    #expect(graph.routedRecordCount == 1)
+    graph.closeWindow(window)
+    #expect(graph.routedRecordCount == 0)
+  }
+
+  @Test func overlappingWindowsKeepOnlyTheRecordsTheOldestOpenOneNeeds() {
+    var graph = active(tracking: [])
+    var nodes: [Node] = []
+    var window = graph.openWindow()
+    // Windows always overlap (each opens before the previous closes), as with several producers
+    // tracking with dependencies at once: the records stay bounded all the same.
+    for round in 0..<2_000 {
+      let next = graph.openWindow()
+      graph.closeWindow(window)
+      window = next
+      let node = Node("\(round)")
+      nodes.append(node)
+      route(node, in: &graph)
+      #expect(graph.routedRecordCount <= 128)
+    }
+    // The open window still sees the task routed since it opened.
+    let release = graph.wait(Node("task"), for: [named(nodes.last!)], payload: "task", window: window)
+    #expect(release?.reason == .ready)
+    #expect(graph.routedRecordCount == 0)
   }
 
   @Test func aDependencyNotTrackedYetIsWaitedFor() {
     var graph = active(tracking: [])
     let later = Node("later")
-    #expect(graph.wait(Node("task"), for: [named(later)], payload: "task") == nil)
+    #expect(wait(Node("task"), for: [named(later)], payload: "task", in: &graph) == nil)
     graph.tracked(later, as: ObjectIdentifier(later))
     #expect(graph.takeReleased().isEmpty)
     route(later, in: &graph)
@@ -90,9 +134,9 @@ struct TaskDependenciesStateTests {
     let cycleB = Node("b")
     graph.tracked(cycleA, as: ObjectIdentifier(cycleA))
     graph.tracked(cycleB, as: ObjectIdentifier(cycleB))
-    _ = graph.wait(cycleA, for: [named(cycleB)], payload: "a")
-    _ = graph.wait(cycleB, for: [named(cycleA)], payload: "b")
-    _ = graph.wait(Node("orphan"), for: [named(done), named(never)], payload: "orphan")
+    _ = wait(cycleA, for: [named(cycleB)], payload: "a", in: &graph)
+    _ = wait(cycleB, for: [named(cycleA)], payload: "b", in: &graph)
+    _ = wait(Node("orphan"), for: [named(done), named(never)], payload: "orphan", in: &graph)
     route(done, in: &graph)
     #expect(graph.takeReleased().isEmpty)
     #expect(graph.waitingCount == 3)
@@ -112,7 +156,7 @@ struct TaskDependenciesStateTests {
     let dependency = Node("dependency")
     let waiting = Node("waiting")
     var graph = active(tracking: [dependency, waiting])
-    _ = graph.wait(waiting, for: [named(dependency)], payload: "waiting")
+    _ = wait(waiting, for: [named(dependency)], payload: "waiting", in: &graph)
     route(waiting, in: &graph)
     #expect(labels(graph.takeReleased()) == ["waiting:dropped"])
     route(dependency, in: &graph)
@@ -126,11 +170,12 @@ struct TaskDependenciesStateTests {
     graph.tracked(duplicate, as: ObjectIdentifier(original))
     graph.forgot(duplicate, as: ObjectIdentifier(original))
     // Still tracked (not routed): a task naming it waits.
-    #expect(graph.wait(Node("task"), for: [named(original)], payload: "task") == nil)
+    #expect(wait(Node("task"), for: [named(original)], payload: "task", in: &graph) == nil)
   }
 
   @Test func aFreedObjectAtARoutedAddressIsNotTakenForIt() {
     var graph = active(tracking: [])
+    let window = graph.openWindow()
     var key: ObjectIdentifier?
     do {
       let gone = Node("gone")
@@ -140,7 +185,8 @@ struct TaskDependenciesStateTests {
     // A new object named with the freed one's key: the weak record no longer matches it.
     let other = Node("other")
     let release = graph.wait(
-      Node("task"), for: [Graph.Named(key: key!, object: other, finishedBefore: false)], payload: "task")
+      Node("task"), for: [Graph.Named(key: key!, object: other, finishedBefore: false)], payload: "task",
+      window: window)
     #expect(release == nil)
   }
 
@@ -166,7 +212,7 @@ struct TaskDependenciesStateTests {
         key: ObjectIdentifier(orphan), object: orphan, finishedBefore: false)
     ]
     let wait = DependencyWait(task: task, dependencies: [orphan], target: .none)
-    #expect(state.waitForDependencies(node, named, wait) == nil)
+    #expect(state.waitForDependencies(node, named, wait, window: state.openDependencyWindow()) == nil)
     // While main() runs, it may still track the dependency: no stall.
     #expect(!state.isStalled && !state.hasStepDue)
     state.mainReturned()
@@ -196,7 +242,8 @@ struct TaskDependenciesStateTests {
     ]
     #expect(
       state.waitForDependencies(
-        second, named, DependencyWait(task: dependant, dependencies: [dependency], target: .none)) == nil)
+        second, named, DependencyWait(task: dependant, dependencies: [dependency], target: .none),
+        window: state.openDependencyWindow()) == nil)
     state.mainReturned()
     _ = state.taskFinished(first)
     guard let routing = state.nextDrain(on: 1), case .route(let node, _) = routing.item else {
