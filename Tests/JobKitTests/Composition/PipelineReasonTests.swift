@@ -70,3 +70,51 @@ struct PipelineReasonTests {
     #expect(inner.cancellationReason is CancellationError)
   }
 }
+
+/// The same for a job that an async `BlockTask` or `Work` body runs.
+@Suite("Async task bodies see their task's cancellation reason")
+struct TaskBodyReasonTests {
+  @Test func aJobRunInABlockTasksBodyThrowsTheReasonTheTaskWasCancelledWith() async {
+    let deep = ManualTask("deep")
+    let inner = ScriptedJob { $0.trackAndQueue(deep) }
+    let thrown = Locked<(any Error)?>(nil)
+    let task = BlockTask(async: {
+      do {
+        try await inner.run()
+      } catch {
+        thrown.mutate { $0 = error }
+        throw error
+      }
+    })
+    let job = ScriptedJob { $0.trackAndQueue(task) }
+    job.startJob()
+    #expect(await deep.startedLatch.waitOpen())
+    job.cancel(reason: TestError(43))
+    await #expect(throws: TestError(43)) { try await job.run() }
+    #expect(thrown.value as? TestError == TestError(43))
+    #expect(inner.cancellationReason as? TestError == TestError(43))
+    #expect(deep.cancellationReason as? TestError == TestError(43))
+  }
+
+  @Test func aJobRunInAWorksBodyThrowsTheReasonTheWorkWasCancelledWith() async {
+    let deep = ManualTask("deep")
+    let inner = ScriptedJob { $0.trackAndQueue(deep) }
+    let thrown = Locked<(any Error)?>(nil)
+    let work = Work<Int> { () async throws -> Int in
+      do {
+        try await inner.run()
+      } catch {
+        thrown.mutate { $0 = error }
+        throw error
+      }
+      return 1
+    }
+    let job = ScriptedJob { $0.trackAndQueue(work) }
+    job.startJob()
+    #expect(await deep.startedLatch.waitOpen())
+    job.cancel(reason: TestError(44))
+    await #expect(throws: TestError(44)) { try await job.run() }
+    #expect(thrown.value as? TestError == TestError(44))
+    #expect(inner.cancellationReason as? TestError == TestError(44))
+  }
+}

@@ -22,8 +22,9 @@ extension ConcurrentOperation {
 
   /// Suspends until the operation finished. Cancelling the awaiting Swift task cancels the
   /// operation (and keeps waiting for it to actually finish): with the reason of the operation
-  /// whose Swift task awaits (``enclosingOperation``: a pipeline whose step runs it), if there is one,
-  /// so a job run inside a step sees why the pipeline stopped.
+  /// whose Swift task awaits (``enclosingOperation``: a pipeline whose step runs it, an async
+  /// block task or work whose body does), if there is one, so a job run there sees why that
+  /// operation stopped.
   func waitForFinishCancellingOnTaskCancel() async throws {
     let waiter = FinishWaiter()
     // Read here: the cancellation handler runs on the cancelling thread, outside this task.
@@ -40,9 +41,10 @@ extension ConcurrentOperation {
     try throwOutcome()
   }
 
-  /// The operation whose work this Swift task runs (a pipeline's steps), if any: an
-  /// operation cancels its Swift task only after it recorded its ``cancellationReason``, so an
-  /// operation awaited in that task reads the reason when the task's cancel reaches it.
+  /// The operation whose work this Swift task runs (a pipeline's steps, an async block task's
+  /// or work's body), if any: an operation cancels its Swift task only after it recorded its
+  /// ``cancellationReason``, so an operation awaited in that task reads the reason when the
+  /// task's cancel reaches it.
   @TaskLocal static var enclosingOperation: ConcurrentOperation?
 
   /// Throws the operation's error, or for a cancelled operation without one its
