@@ -4,70 +4,87 @@ import Testing
 
 @testable import JobKit
 
+/// A job that an operation's Swift task runs with `run()` (a pipeline's step, an async
+/// `BlockTask` or `Work` body), which tracks `deep`; `thrown` records what its `run()` threw.
+private struct InnerJob {
+  let deep = ManualTask("deep")
+  let job: ScriptedJob
+  let thrown = Locked<(any Error)?>(nil)
+
+  init() {
+    let deep = deep
+    job = ScriptedJob { $0.trackAndQueue(deep) }
+  }
+
+  /// Runs the job, recording what its `run()` threw.
+  func run() async throws {
+    do {
+      try await job.run()
+    } catch {
+      thrown.mutate { $0 = error }
+      throw error
+    }
+  }
+
+  /// A job tracking `outer` (which runs this job) is cancelled with `reason` once `deep` runs:
+  /// this job's `run()` throws the reason, and it and `deep` see it.
+  func expectReasonHandedDown(through outer: Operation, reason: TestError) async {
+    let job = ScriptedJob { $0.trackAndQueue(outer) }
+    job.startJob()
+    #expect(await deep.startedLatch.waitOpen())
+    job.cancel(reason: reason)
+    await #expect(throws: reason) { try await job.run() }
+    #expect(thrown.value as? TestError == reason)
+    #expect(self.job.cancellationReason as? TestError == reason)
+    #expect(deep.cancellationReason as? TestError == reason)
+  }
+}
+
 /// A job a pipeline's step runs with `run()`, stopped through the pipeline: its `run()` throws
 /// the reason the pipeline was stopped with, and it and its tasks see that reason.
 @Suite("Pipeline steps see the pipeline's cancellation reason")
 struct PipelineReasonTests {
-  /// A pipeline whose one step runs `inner` (which tracks `deep`) and records what its `run()`
-  /// threw.
-  private static func pipeline(running inner: JobController, thrown: Locked<(any Error)?>) -> Pipeline<Int> {
+  /// A pipeline whose one step runs `inner`.
+  private static func pipeline(running inner: InnerJob) -> Pipeline<Int> {
     Pipeline.start { () async throws -> Int in
-      do {
-        try await inner.run()
-      } catch {
-        thrown.mutate { $0 = error }
-        throw error
-      }
+      try await inner.run()
       return 1
     }
   }
 
   @Test func aJobRunInAStepThrowsTheReasonItsPipelineWasCancelledWith() async {
-    let deep = ManualTask("deep")
-    let inner = ScriptedJob { $0.trackAndQueue(deep) }
-    let thrown = Locked<(any Error)?>(nil)
-    let pipeline = Self.pipeline(running: inner, thrown: thrown)
-    let job = ScriptedJob { $0.trackAndQueue(pipeline) }
-    job.startJob()
-    #expect(await deep.startedLatch.waitOpen())
-    job.cancel(reason: TestError(41))
-    await #expect(throws: TestError(41)) { try await job.run() }
-    #expect(thrown.value as? TestError == TestError(41))
+    let inner = InnerJob()
+    let pipeline = Self.pipeline(running: inner)
+    await inner.expectReasonHandedDown(through: pipeline, reason: TestError(41))
     #expect(pipeline.cancellationReason as? TestError == TestError(41))
-    #expect(inner.cancellationReason as? TestError == TestError(41))
-    #expect(deep.cancellationReason as? TestError == TestError(41))
   }
 
   @Test func aJobRunInAStepSeesTheTimeLimitOfTheJobAbove() async {
     let clock = ManualClock()
-    let deep = ManualTask("deep")
-    let inner = ScriptedJob { $0.trackAndQueue(deep) }
-    let thrown = Locked<(any Error)?>(nil)
-    let pipeline = Self.pipeline(running: inner, thrown: thrown)
+    let inner = InnerJob()
+    let pipeline = Self.pipeline(running: inner)
     let job = ScriptedJob { $0.trackAndQueue(pipeline) }
     job.clock = clock
     job.timeLimit = .seconds(3)
     job.startJob()
-    #expect(await deep.startedLatch.waitOpen())
+    #expect(await inner.deep.startedLatch.waitOpen())
     #expect(await clock.waitForScheduled(1))
     clock.advance(by: .seconds(3))
     await #expect(throws: JobKitError(.timeLimitExceeded)) { try await job.run() }
-    #expect(thrown.value as? JobKitError == JobKitError(.timeLimitExceeded))
-    #expect(inner.cancellationReason as? JobKitError == JobKitError(.timeLimitExceeded))
-    #expect(deep.cancellationReason as? JobKitError == JobKitError(.timeLimitExceeded))
+    #expect(inner.thrown.value as? JobKitError == JobKitError(.timeLimitExceeded))
+    #expect(inner.job.cancellationReason as? JobKitError == JobKitError(.timeLimitExceeded))
+    #expect(inner.deep.cancellationReason as? JobKitError == JobKitError(.timeLimitExceeded))
   }
 
   @Test func aPlainCancelStillMeansCancellationError() async {
-    let deep = ManualTask("deep")
-    let inner = ScriptedJob { $0.trackAndQueue(deep) }
-    let thrown = Locked<(any Error)?>(nil)
-    let pipeline = Self.pipeline(running: inner, thrown: thrown)
+    let inner = InnerJob()
+    let pipeline = Self.pipeline(running: inner)
     let running = Task { try await pipeline.run() }
-    #expect(await deep.startedLatch.waitOpen())
+    #expect(await inner.deep.startedLatch.waitOpen())
     pipeline.cancel()
     await #expect(throws: CancellationError.self) { _ = try await running.value }
-    #expect(thrown.value is CancellationError)
-    #expect(inner.cancellationReason is CancellationError)
+    #expect(inner.thrown.value is CancellationError)
+    #expect(inner.job.cancellationReason is CancellationError)
   }
 }
 
@@ -75,46 +92,16 @@ struct PipelineReasonTests {
 @Suite("Async task bodies see their task's cancellation reason")
 struct TaskBodyReasonTests {
   @Test func aJobRunInABlockTasksBodyThrowsTheReasonTheTaskWasCancelledWith() async {
-    let deep = ManualTask("deep")
-    let inner = ScriptedJob { $0.trackAndQueue(deep) }
-    let thrown = Locked<(any Error)?>(nil)
-    let task = BlockTask(async: {
-      do {
-        try await inner.run()
-      } catch {
-        thrown.mutate { $0 = error }
-        throw error
-      }
-    })
-    let job = ScriptedJob { $0.trackAndQueue(task) }
-    job.startJob()
-    #expect(await deep.startedLatch.waitOpen())
-    job.cancel(reason: TestError(43))
-    await #expect(throws: TestError(43)) { try await job.run() }
-    #expect(thrown.value as? TestError == TestError(43))
-    #expect(inner.cancellationReason as? TestError == TestError(43))
-    #expect(deep.cancellationReason as? TestError == TestError(43))
+    let inner = InnerJob()
+    await inner.expectReasonHandedDown(through: BlockTask(async: { try await inner.run() }), reason: TestError(43))
   }
 
   @Test func aJobRunInAWorksBodyThrowsTheReasonTheWorkWasCancelledWith() async {
-    let deep = ManualTask("deep")
-    let inner = ScriptedJob { $0.trackAndQueue(deep) }
-    let thrown = Locked<(any Error)?>(nil)
+    let inner = InnerJob()
     let work = Work<Int> { () async throws -> Int in
-      do {
-        try await inner.run()
-      } catch {
-        thrown.mutate { $0 = error }
-        throw error
-      }
+      try await inner.run()
       return 1
     }
-    let job = ScriptedJob { $0.trackAndQueue(work) }
-    job.startJob()
-    #expect(await deep.startedLatch.waitOpen())
-    job.cancel(reason: TestError(44))
-    await #expect(throws: TestError(44)) { try await job.run() }
-    #expect(thrown.value as? TestError == TestError(44))
-    #expect(inner.cancellationReason as? TestError == TestError(44))
+    await inner.expectReasonHandedDown(through: work, reason: TestError(44))
   }
 }
