@@ -349,8 +349,10 @@ open class GroupJob: JobController, @unchecked Sendable {
       fail(error)  // which stops the group too (see `failureRequested`)
       return false
     case .cancel:
-      cancel()  // which drops the waiting tasks (see `cancellationRequested`)
-      return false
+      // With the task's reason, which the group's other tasks then see (a plain cancel's is
+      // `CancellationError`). Read outside every lock: the task's own.
+      cancel(reason: (task as? ConcurrentOperation)?.cancellationReason ?? CancellationError())
+      return false  // the cancel dropped the waiting tasks (see `cancellationRequested`)
     }
   }
 
