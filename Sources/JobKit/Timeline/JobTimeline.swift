@@ -20,7 +20,9 @@ import Foundation
 /// it ran tasks at once. A `JobController` that a recorded job tracks (a nested job, a group in a group) is
 /// followed too, and gets a track of its own below its parent's. Failed tasks and jobs (finished
 /// with an error, or timed out) and cancelled ones (finished with `CancellationError`, or a job
-/// that was cancelled) are marked.
+/// that was cancelled) are marked; a task stopped with a reason (``ConcurrentOperation/cancel(reason:)``,
+/// its job's fail or time limit) is marked failed, with the reason as its error. The moment a
+/// job's ``JobController/timeLimit`` ran out is marked on its track.
 ///
 /// Times come from the events: a slice lasts the task's `duration` (from its observed start, or
 /// from its tracking for a plain `Operation`), and starts no later than its `taskStarted` (or
@@ -56,8 +58,9 @@ public final class JobTimeline: Sendable, JobTreeFollowing {
   /// Perfetto (ui.perfetto.dev) and `chrome://tracing` open.
   ///
   /// Each job is a process (`pid`) named after the job, nested jobs after their parents; its
-  /// thread 0 holds the job's own slice and instant events for `groupFinished` and
-  /// `allTasksFinished`, and threads 1, 2, … are its lanes, holding one complete (`"ph": "X"`)
+  /// thread 0 holds the job's own slice and instant events for `groupFinished`,
+  /// `allTasksFinished` and `timeLimitReached` (when its time limit ran out, with the limit's
+  /// error in `args`), and threads 1, 2, … are its lanes, holding one complete (`"ph": "X"`)
   /// slice per task, named by the task, with the group as its category and in `args`, and
   /// `args.outcome` (`succeeded`, `failed` with `args.error`, or `cancelled`). Timestamps are in
   /// microseconds from the first recorded event. Call it after ``waitUntilRecorded()`` for a
@@ -68,12 +71,16 @@ public final class JobTimeline: Sendable, JobTreeFollowing {
 
   /// The recording as one HTML page: an SVG timeline with a row per lane of each job (nested
   /// jobs below their parents), a colour per group, failed tasks outlined in red and cancelled
-  /// ones hatched, a legend, a time axis and a tooltip (`<title>`) on every slice. It needs no
+  /// ones hatched, a red mark where a job's time limit ran out, a legend, a time axis and a tooltip (`<title>`) on every slice. It needs no
   /// network and no script. Call it after ``waitUntilRecorded()`` for a complete picture.
   ///
   /// - Parameter title: the page's heading; the first job's name if `nil`.
   public func html(title: String? = nil) -> String {
     TimelineHTMLWriter.html(for: layout(), title: title)
+  }
+
+  func timeLimitReached(job: Int, at: ContinuousClock.Instant) {
+    recording.withLock { $0.timeLimitReached(job: job, at: at) }
   }
 
   /// The recorded jobs, laid out for drawing.

@@ -53,6 +53,10 @@ final class JobEventTree: JobTreeFollowing {
     self.continuation = continuation
   }
 
+  /// A time limit shows in the events as the job's stop: its tasks' `taskFinished` and its
+  /// `finished` carry `timeLimitExceeded`.
+  func timeLimitReached(job: Int, at: ContinuousClock.Instant) {}
+
   func follow(_ job: JobController, parent: Int?) {
     // `name` may be a user's override: read it with no lock held.
     let type = String(describing: Swift.type(of: job))

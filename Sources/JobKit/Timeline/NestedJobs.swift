@@ -3,6 +3,9 @@
 protocol JobTreeFollowing: AnyObject, Sendable {
   /// Starts following `job`, which the followed job numbered `parent` tracked (`nil`: a root).
   func follow(_ job: JobController, parent: Int?)
+
+  /// The time limit of the followed job numbered `job` ran out at `at`.
+  func timeLimitReached(job: Int, at: ContinuousClock.Instant)
 }
 
 /// The ``NestedJobFollower`` of one followed job: hands each job it tracks to the tree following
@@ -18,5 +21,9 @@ final class NestedJobs<Tree: JobTreeFollowing>: NestedJobFollower {
 
   func follow(_ nested: JobController, trackedBy parent: JobController) {
     tree.follow(nested, parent: self.parent)
+  }
+
+  func timeLimitReached(at: ContinuousClock.Instant) {
+    tree.timeLimitReached(job: parent, at: at)
   }
 }

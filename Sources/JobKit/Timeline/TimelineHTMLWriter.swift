@@ -157,6 +157,11 @@ enum TimelineHTMLWriter {
           body.append(
             "<rect class=\"marker\" x=\"\(number(x(marker.at) - 0.5))\" y=\"\(number(y + 14))\" width=\"1\" height=\"6\" fill=\"\(colours[group] ?? "#999")\"><title>groupFinished \(escaped(group)) at \(escaped(time(marker.at)))</title></rect>"
           )
+        case .timeLimitReached:
+          // Across the job's header and lanes: from here on, everything below it is stopped.
+          body.append(
+            "<rect class=\"limit\" x=\"\(number(x(marker.at) - 1))\" y=\"\(number(y))\" width=\"2\" height=\"\(number(headerHeight + Double(track.lanes) * laneHeight))\" fill=\"#d62728\"><title>time limit ran out at \(escaped(time(marker.at)))</title></rect>"
+          )
         }
       }
       body.append("</g>")

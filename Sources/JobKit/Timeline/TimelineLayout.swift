@@ -24,11 +24,13 @@ struct TimelineLayout: Equatable {
     var end: Double { begin + duration }
   }
 
-  /// A moment in a job's life: a group's last task was routed, or `allTasksFinished()` ran.
+  /// A moment in a job's life: a group's last task was routed, `allTasksFinished()` ran, or its
+  /// time limit ran out.
   struct Marker: Equatable {
     enum Kind: Equatable {
       case groupFinished(String)
       case allTasksFinished
+      case timeLimitReached
     }
     var kind: Kind
     var at: Double
@@ -199,6 +201,9 @@ struct TimelineLayout: Equatable {
         end = at
         outcome = jobOutcome
       }
+    }
+    if let reached = job.timeLimitReached {
+      markers.append(Marker(kind: .timeLimitReached, at: seconds(reached)))
     }
     let lanes = assignLanes(&slices)
     let first = begin ?? job.events.first?.at

@@ -44,6 +44,8 @@ struct TimelineRecording {
     /// The job that tracked it, if it is a nested job.
     let parent: Int?
     var events: [Event] = []
+    /// When its time limit ran out, if it did (told by the job's timer, apart from its events).
+    var timeLimitReached: ContinuousClock.Instant?
     /// Its event stream ended (after `finished`, or because the job was released unfinished).
     var ended = false
   }
@@ -63,6 +65,10 @@ struct TimelineRecording {
 
   mutating func record(_ event: Event, job id: Int) {
     jobs[id].events.append(event)
+  }
+
+  mutating func timeLimitReached(job id: Int, at: ContinuousClock.Instant) {
+    jobs[id].timeLimitReached = at
   }
 
   /// The job's stream ended. Returns the waiters to resume if no followed job is left.

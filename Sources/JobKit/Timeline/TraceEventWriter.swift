@@ -47,6 +47,9 @@ enum TraceEventWriter {
           args.append(("group", .string(group)))
         case .allTasksFinished:
           name = "allTasksFinished"
+        case .timeLimitReached:
+          name = "timeLimitReached"
+          if case .failed(let error)? = track.outcome { args.append(("error", .string(error))) }
         }
         timed.append(
           (

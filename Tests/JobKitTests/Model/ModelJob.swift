@@ -331,7 +331,16 @@ final class ModelJob: JobController, @unchecked Sendable {
       $0.stoppedInside = true
       $0.stopCalls += 1
     }
-    if kind == .cancel { cancel() } else { fail(ModelStopError(job: plan.id)) }
+    stop(kind)
+  }
+
+  /// Stops the job as `kind` says.
+  private func stop(_ kind: StopKind) {
+    switch kind {
+    case .cancel: cancel()
+    case .cancelReason: cancel(reason: ModelStopReason(job: plan.id))
+    case .fail: fail(ModelStopError(job: plan.id))
+    }
   }
 
   /// Records a stop the test made before the job started (it counts as a stop, not a callback).
@@ -357,7 +366,7 @@ final class ModelJob: JobController, @unchecked Sendable {
       switch self.plan.stop {
       case .outside(let kind):
         self.observed.withLock { $0.stopCalls += 1 }
-        if kind == .cancel { self.cancel() } else { self.fail(ModelStopError(job: self.plan.id)) }
+        self.stop(kind)
         self.observed.withLock { $0.outsideStopReturned = true }
       case .swiftTaskCancel:
         let task: Task<Void, Never>? = self.observed.withLock { state in

@@ -3,13 +3,41 @@ import JobKit
 
 /// The checks made once a workflow's roots finished, against `WorkflowModel`'s predictions.
 enum WorkflowChecks {
+  /// An error as the reason checks compare it: one value handed down compares equal.
+  static func reasonKey(_ error: any Error) -> String { String(reflecting: error) }
+
+  /// A job's `cancellationReason` is its parent's (handed down), its own planned stop's, or, for
+  /// `.failFast`, its first failure (its error).
+  static func checkReason(_ job: ModelJob, parent: ModelJob?, start: StartMode?, _ violation: (String) -> Void) {
+    guard let reason = job.cancellationReason else { return }
+    var allowed: [any Error] = []
+    if let inherited = parent?.cancellationReason { allowed.append(inherited) }
+    switch job.plan.stop {
+    case .insideMain(let kind, _), .insideCallback(let kind, _, _), .outside(let kind):
+      switch kind {
+      case .cancel: allowed.append(CancellationError())
+      case .cancelReason: allowed.append(ModelStopReason(job: job.plan.id))
+      case .fail: allowed.append(ModelStopError(job: job.plan.id))
+      }
+    case .swiftTaskCancel: allowed.append(CancellationError())
+    case .none: break
+    }
+    if start == .cancelBeforeStart { allowed.append(CancellationError()) }
+    if job.plan.policy == .failFast, let error = job.error { allowed.append(error) }
+    let keys = Set(allowed.map(reasonKey))
+    if !keys.contains(reasonKey(reason)) {
+      violation("its cancellationReason is \(reasonKey(reason)); the model allows \(keys.sorted())")
+    }
+  }
+
   static func check(
-    _ job: ModelJob, outcome: OutcomeTag, failureCount: Int?, parentStopped: Bool, start: StartMode?,
-    sharedOperations: Int, jobs: [Int: ModelJob]
+    _ job: ModelJob, parent: ModelJob?, outcome: OutcomeTag, failureCount: Int?, parentStopped: Bool,
+    start: StartMode?, sharedOperations: Int, jobs: [Int: ModelJob]
   ) {
     let plan = job.plan
     let context = job.context
     func violation(_ text: String) { context.violation("job \(plan.id): \(text)") }
+    checkReason(job, parent: parent, start: start, violation)
     let expect = WorkflowModel.expectation(for: plan, sharedOperation: sharedOperations > 0)
     let seen = job.observation
     var allowed = expect.allowed
@@ -57,7 +85,7 @@ enum WorkflowChecks {
       guard case .nested(let nestedPlan) = spec.work, let nested = jobs[nestedPlan.id] else { continue }
       let nestedOutcome = OutcomeTag(nested.error, isCancelled: nested.isCancelled)
       check(
-        nested, outcome: nestedOutcome, failureCount: (nested.error as? JobFailures)?.failures.count,
+        nested, parent: job, outcome: nestedOutcome, failureCount: (nested.error as? JobFailures)?.failures.count,
         parentStopped: stopped, start: nil, sharedOperations: 0, jobs: jobs)
     }
   }

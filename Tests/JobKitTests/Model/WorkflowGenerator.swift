@@ -117,7 +117,7 @@ struct WorkflowGenerator {
     let triggers = specs.filter {
       if case .kind(let kind, _, _) = $0.work { return kind != .testTask } else { return false }
     }
-    let kind = rng.chance(0.5) ? StopKind.cancel : .fail
+    let kind = rng.pick([StopKind.cancel, .cancelReason, .fail, .fail])
     let roll = Double(rng.int(0...99)) / 100
     if roll < 0.08 {
       job.stop = .insideMain(kind, afterTasks: rng.int(0...job.mainTasks.count))

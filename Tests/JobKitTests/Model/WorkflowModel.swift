@@ -16,7 +16,7 @@ enum OutcomeTag: Hashable, Sendable, CustomStringConvertible {
   init(_ error: (any Error)?, isCancelled: Bool) {
     switch error {
     case nil: self = isCancelled ? .cancelled : .success
-    case is CancellationError: self = .cancelled
+    case is CancellationError, is ModelStopReason: self = .cancelled
     case let error as ModelStopError: self = .stopFailed(job: error.job)
     case let error as ModelError: self = .taskFailed(spec: error.spec)
     case let error as JobKitError where error.code == .timedOut: self = .timedOut
@@ -45,6 +45,12 @@ struct ModelError: Error, Equatable {
 
 /// The error the test stops a job with through `fail(_:)`.
 struct ModelStopError: Error, Equatable {
+  let job: Int
+}
+
+/// The reason the test cancels a job with through `cancel(reason:)`: a cancel, whose reason its
+/// nested jobs and its `run()` carry.
+struct ModelStopReason: Error, Equatable {
   let job: Int
 }
 
@@ -139,7 +145,7 @@ enum WorkflowModel {
   }
 
   static func stopTag(_ kind: StopKind, job: Int) -> OutcomeTag {
-    kind == .cancel ? .cancelled : .stopFailed(job: job)
+    kind == .fail ? .stopFailed(job: job) : .cancelled
   }
 
   /// Group callback counts the rules fix. A task is *anchored* when it is tracked by `main()` (or

@@ -103,6 +103,8 @@ struct TaskSpec: Sendable {
 /// How a stop is made.
 enum StopKind: Sendable, Equatable {
   case cancel
+  /// `cancel(reason: ModelStopReason(job:))`.
+  case cancelReason
   case fail
 }
 

@@ -4,12 +4,16 @@ import JobKitTesting
 
 /// A root job's outcome, set once by the task awaiting the job.
 final class OutcomeBox: Sendable {
-  private let state = ModelLocked<(outcome: (OutcomeTag, Int?)?, waiter: CheckedContinuation<Void, Never>?)>((nil, nil))
+  private let state = ModelLocked<
+    (outcome: (OutcomeTag, Int?)?, thrown: String?, waiter: CheckedContinuation<Void, Never>?)
+  >((nil, nil, nil))
 
   func set(_ error: (any Error)?) {
     let outcome = (OutcomeTag(error, isCancelled: false), (error as? JobFailures)?.failures.count)
+    let thrown = error.map(WorkflowChecks.reasonKey)
     let waiter = state.withLock { state in
       state.outcome = outcome
+      state.thrown = thrown
       defer { state.waiter = nil }
       return state.waiter
     }
@@ -17,6 +21,9 @@ final class OutcomeBox: Sendable {
   }
 
   var outcome: (OutcomeTag, Int?)? { state.withLock { $0.outcome } }
+
+  /// What awaiting the job threw (`WorkflowChecks.reasonKey`), `nil` if it returned.
+  var thrown: String? { state.withLock { $0.thrown } }
 
   /// Suspends until the outcome is set or `seconds` passed (a timer, not a sleep, ends the wait).
   func wait(seconds: Double) async {
@@ -177,8 +184,16 @@ enum WorkflowRunner {
       if reported != outcome && !(outcome == .cancelled && start == .run) {
         context.violation("job \(root.plan.id): awaiting it gave \(outcome), its error says \(reported)")
       }
+      // `run()` and `waitForFinish()` throw the error, else, for a cancelled job, its reason.
+      if root.isCancelled && root.error == nil {
+        let reason = WorkflowChecks.reasonKey(root.cancellationReason ?? CancellationError())
+        let thrown = running.boxes[index].thrown
+        if thrown != reason {
+          context.violation("job \(root.plan.id): awaiting it threw \(thrown ?? "nothing"), its reason is \(reason)")
+        }
+      }
       WorkflowChecks.check(
-        root, outcome: outcome, failureCount: count, parentStopped: false, start: start,
+        root, parent: nil, outcome: outcome, failureCount: count, parentStopped: false, start: start,
         sharedOperations: plan.sharedOperations, jobs: jobs)
     }
     let result = WorkflowResult(

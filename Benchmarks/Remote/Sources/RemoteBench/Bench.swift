@@ -5,17 +5,23 @@ import Logging
 import PostgresNIO
 
 /// What the benchmark measures, from the environment: `N` tasks per run (default 10,000),
-/// `WORKERS` worker process counts (default "1 2 4"), `SAMPLES` latency samples (default 200).
+/// `WORKERS` worker process counts (default "1 2 4"), `SAMPLES` latency samples (default 200),
+/// `ROUNDS` drain rounds (default 1: each round drains with the library and the floor for each
+/// worker count, alternating which goes first), `DRAIN_ONLY=1` (no end-to-end or latency run).
 struct Settings: Sendable {
   var tasks = 10_000
   var workerCounts = [1, 2, 4]
   var samples = 200
+  var rounds = 1
+  var drainOnly = false
   /// The claim's batch size, the library's default; the floor uses the same.
   var batch = RemoteWorker.Configuration().batchSize
 
   init(environment: [String: String]) {
     if let value = environment["N"].flatMap(Int.init), value > 0 { tasks = value }
     if let value = environment["SAMPLES"].flatMap(Int.init), value > 0 { samples = value }
+    if let value = environment["ROUNDS"].flatMap(Int.init), value > 0 { rounds = value }
+    drainOnly = environment["DRAIN_ONLY"] == "1"
     if let list = environment["WORKERS"] {
       let counts = list.split(whereSeparator: { $0 == " " || $0 == "," }).compactMap { Int($0) }.filter { $0 > 0 }
       if !counts.isEmpty { workerCounts = counts }
@@ -54,8 +60,8 @@ struct Bench: Sendable {
   /// Rows inserted at once, then drained by `workers` processes: `RemoteWorker`s (`library`) or
   /// the hand-written floor loop. The time is the database's: from the insert to the last
   /// completion.
-  func drain(library: Bool, workers: Int) async throws -> RunFigures {
-    let queue = "bench-\(runID)-\(library ? "lib" : "floor")-\(workers)"
+  func drain(library: Bool, workers: Int, round: Int = 1) async throws -> RunFigures {
+    let queue = "bench-\(runID)-\(library ? "lib" : "floor")-\(workers)-\(round)"
     let children = try (1...workers).map { index in
       try Child(
         library

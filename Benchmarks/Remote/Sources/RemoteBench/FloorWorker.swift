@@ -6,8 +6,8 @@ import PostgresNIO
 /// hand-written postgres-nio loop over the same table with the same statements as
 /// `RemoteWorker`'s claim and completion: claim up to B available rows with `FOR UPDATE SKIP
 /// LOCKED` (attempt counted, lease taken), run the no-op (decode the JSON input, encode it as the
-/// output), complete each row with the same fenced update, all B at once; repeat until a claim
-/// finds nothing. No LISTEN, no heartbeat, no rescue of expired leases, no JobKit: what is left is
+/// output), complete the B rows with the same fenced batch update (one statement); repeat until
+/// a claim finds nothing. No LISTEN, no heartbeat, no rescue of expired leases, no JobKit: what is left is
 /// the database's share of the work.
 ///
 /// It connects, marks itself ready with a query the benchmark sees in `pg_stat_activity`, and
@@ -36,22 +36,49 @@ enum FloorWorker {
         claimed.append((row.0, row.2, row.3))
       }
       if claimed.isEmpty { return }
-      try await withThrowingTaskGroup(of: Void.self) { group in
-        for row in claimed {
-          group.addTask {
-            let output = try JSONEncoder().encode(try JSONDecoder().decode(Int.self, from: row.input))
-            let stored = try await client.query(
-              """
-              UPDATE jobkit_remote_tasks SET state = 'completed', output = \(output), lease_expires_at = NULL,
-                finished_at = now()
-              WHERE id = \(row.id) AND attempt = \(row.attempt) AND owner = \(owner) AND state = 'running'
-              RETURNING state
-              """, logger: logger)
-            for try await _ in stored {}
-          }
-        }
-        try await group.waitForAll()
+      var ids: [Int64] = []
+      var attempts: [Int32] = []
+      var outputs: [ByteBuffer] = []
+      for row in claimed {
+        ids.append(row.id)
+        attempts.append(row.attempt)
+        outputs.append(ByteBuffer(bytes: try JSONEncoder().encode(try JSONDecoder().decode(Int.self, from: row.input))))
       }
+      let kinds = [Int32](repeating: 0, count: ids.count)
+      let messages = [String](repeating: "", count: ids.count)
+      let delays = [Double](repeating: 0, count: ids.count)
+      // RemoteWorker's completion statement, every outcome a success.
+      let stored = try await client.query(
+        """
+        WITH c AS (
+          SELECT * FROM unnest(\(ids)::bigint[], \(attempts)::integer[], \(kinds)::integer[], \(outputs)::bytea[],
+            \(messages)::text[], \(delays)::float8[]) AS c(id, attempt, outcome, output, message, delay)
+        ), locked AS (
+          -- Locked in id order, as by every multi-row update of a worker: no deadlock.
+          SELECT t.id FROM jobkit_remote_tasks t JOIN c ON t.id = c.id WHERE t.owner = \(owner)
+          ORDER BY t.id FOR UPDATE OF t
+        ), stored AS (
+          UPDATE jobkit_remote_tasks t SET
+            state = CASE WHEN c.outcome = 0 THEN 'completed'
+              WHEN t.cancel_requested THEN 'cancelled'
+              WHEN c.outcome IN (2, 3) AND t.attempt < t.max_attempts THEN 'available' ELSE 'failed' END,
+            output = CASE WHEN c.outcome = 0 THEN c.output ELSE t.output END,
+            error_message = CASE WHEN c.outcome = 0 OR (c.outcome = 3 AND t.cancel_requested) THEN t.error_message
+              ELSE c.message END,
+            finished_at = CASE WHEN c.outcome = 0 OR t.cancel_requested
+              OR NOT (c.outcome IN (2, 3) AND t.attempt < t.max_attempts) THEN now() END,
+            lease_expires_at = NULL,
+            run_after = CASE WHEN c.outcome = 0 THEN t.run_after ELSE now() + make_interval(secs => c.delay) END
+          FROM c JOIN locked ON locked.id = c.id
+          WHERE t.id = c.id AND t.attempt = c.attempt AND t.owner = \(owner) AND t.state = 'running'
+          RETURNING t.id, t.state
+        )
+        SELECT id, state FROM stored
+        UNION ALL
+        SELECT t.id, t.state FROM jobkit_remote_tasks t JOIN c ON t.id = c.id AND t.attempt = c.attempt
+        WHERE t.owner = \(owner) AND t.state <> 'running'
+        """, logger: logger)
+      for try await _ in stored {}
     }
   }
 

@@ -123,3 +123,50 @@ struct JobObservationTests {
     }
   }
 }
+
+/// A job whose time limit runs out on a `ManualClock` while it runs a task and a nested group.
+final class LimitedJob: JobController, @unchecked Sendable {
+  // @unchecked Sendable: immutable after init.
+  let task = TestTask("task")
+  let deep = TestTask("deep")
+  override func main() {
+    trackAndQueue(task)
+    trackAndQueue(SequentialGroup([deep]))
+  }
+}
+
+@Suite("JobKitObservability: cancellation reasons")
+struct ReasonTracingTests {
+  /// A task the job's time limit stopped records the limit's error on its span, with the status
+  /// `error`, in the job and in the nested group alike; the job's span records it too.
+  @Test func aTaskStoppedByATimeLimitRecordsTheReasonOnItsSpan() async throws {
+    let tracer = InMemoryTracer()
+    let clock = ManualClock()
+    let job = LimitedJob()
+    job.clock = clock
+    job.timeLimit = .seconds(1)
+    let observation = job.traceEvents(with: tracer)
+    job.startJob()
+    #expect(await job.deep.startedLatch.waitOpen())
+    #expect(await clock.waitForScheduled(1))
+    clock.advance(by: .seconds(1))
+    await #expect(throws: JobKitError(.timeLimitExceeded)) { try await job.run() }
+    let done = Latch()
+    Task {
+      await observation.finished()
+      done.open()
+    }
+    #expect(await done.waitOpen(timeout: 30), "the observation ends with the job")
+
+    let spans = tracer.finishedSpans
+    let tasks = spans.filter { $0.attributes["jobkit.group"] != nil }
+    #expect(Set(tasks.map(\.operationName)) == ["task", "deep", "SequentialGroup"])
+    for span in tasks {
+      #expect(span.status?.code == .error, "\(span.operationName)")
+      #expect(
+        span.errors.map { $0.error as? JobKitError } == [JobKitError(.timeLimitExceeded)], "\(span.operationName)")
+    }
+    let root = try #require(spans.first { $0.operationName == "LimitedJob" })
+    #expect(root.errors.map { $0.error as? JobKitError } == [JobKitError(.timeLimitExceeded)])
+  }
+}

@@ -19,11 +19,15 @@ final class Locked<Value>: @unchecked Sendable {
 }
 
 /// Wakes one waiting loop: a signal that arrives while nobody waits is kept for the next wait.
-/// A wait ends at a signal, at its timeout, or when the waiting task is cancelled.
+/// A wait ends at a signal, at its timeout, or when the waiting task is cancelled. A wait's
+/// timeout ends that wait only: a timer that outlives its wait (cancelled, or firing as a signal
+/// came) neither ends the next wait nor leaves a signal behind.
 final class WakeSignal: Sendable {
   private struct State {
     var pending = false
     var waiter: CheckedContinuation<Void, Never>?
+    /// The current wait's number, so that an earlier wait's timer leaves it alone.
+    var generation: UInt64 = 0
   }
 
   private let state = Locked(State())
@@ -41,11 +45,37 @@ final class WakeSignal: Sendable {
     waiter?.resume()
   }
 
-  /// Suspends until a signal, `timeout` or the task's cancellation; one waiter at a time.
-  func wait(timeout: Duration) async {
-    let timer = Task { [weak self] in
-      try? await Task.sleep(for: timeout)
-      self?.signal()
+  /// Whether a signal waits for the next wait (for tests).
+  var isPending: Bool {
+    state.withLock { $0.pending }
+  }
+
+  /// Ends wait number `generation` if it still waits.
+  private func expire(_ generation: UInt64) {
+    let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+      guard state.generation == generation, let waiter = state.waiter else { return nil }
+      state.waiter = nil
+      return waiter
+    }
+    waiter?.resume()
+  }
+
+  /// Suspends until a signal, `timeout` (none: `nil`, for a loop that is always signalled) or
+  /// the task's cancellation; one waiter at a time.
+  func wait(timeout: Duration?) async {
+    let generation = state.withLock { state -> UInt64 in
+      state.generation &+= 1
+      return state.generation
+    }
+    let timer = timeout.map { timeout in
+      Task { [weak self] in
+        do {
+          try await Task.sleep(for: timeout)
+        } catch {
+          return
+        }
+        self?.expire(generation)
+      }
     }
     await withTaskCancellationHandler {
       await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
@@ -60,9 +90,10 @@ final class WakeSignal: Sendable {
         if now { continuation.resume() }
       }
     } onCancel: {
-      signal()
+      expire(generation)
     }
-    timer.cancel()
-    // The timer may have fired as the signal came: a stale wake-up is harmless (one more look).
+    timer?.cancel()
+    // The timer's end is awaited, so that nothing of this wait outlives it.
+    await timer?.value
   }
 }

@@ -20,11 +20,21 @@ public final class RemoteQueue: Sendable {
     /// be lost while the `LISTEN` connection reconnects).
     public var pollInterval: Duration = .seconds(1)
 
-    /// How long a statement is retried while the database cannot be reached (a restart, a
-    /// failover) before the error reaches the task.
+    /// How long the database may stay unreachable (a restart, a failover, a server gone) before
+    /// a job's waiting tasks fail with ``RemoteQueueError`` and a job's statements give up. Until
+    /// then statements are retried, and `LISTEN` connections reopened, with jittered exponential
+    /// backoff. A worker retries storing a result for as long as it runs (the fence decides).
     public var reconnectTimeout: Duration = .seconds(60)
 
-    /// The defaults: 5 attempts, a poll every second, 60 s of reconnect attempts.
+    /// The longest wait for the answer to one statement of this library (a job's insert,
+    /// look-up and cancel; a worker's claim, heartbeat, completion, rescue and hand-back).
+    /// A statement without an answer by then counts as a lost connection: it is retried with
+    /// backoff (a completion again fenced, so it is stored once). Keep it under the workers'
+    /// lease.
+    public var statementTimeout: Duration = .seconds(10)
+
+    /// The defaults: 5 attempts, a poll every second, 60 s of reconnect attempts, 10 s per
+    /// statement.
     public init() {}
   }
 
@@ -53,7 +63,7 @@ public final class RemoteQueue: Sendable {
     self.name = name
     self.configuration = configuration
     self.logger = logger
-    self.router = RemoteResultRouter(client: client, logger: logger, pollInterval: configuration.pollInterval)
+    self.router = RemoteResultRouter(logger: logger)
   }
 
   /// Creates or upgrades the schema (versioned; idempotent). Safe from several processes at
@@ -66,9 +76,10 @@ public final class RemoteQueue: Sendable {
   /// the name by the database (`md5`), as the notifying trigger derives them.
   func channels() async throws -> (new: String, done: String) {
     if let known = channels.withLock({ $0 }) { return known }
-    var hash = ""
-    for try await (value) in try await client.query("SELECT md5(\(name))", logger: logger).decode(String.self) {
-      hash = value
+    let hash = try await statement("SELECT md5(\(name))") { rows in
+      var hash = ""
+      for try await (value) in rows.decode(String.self) { hash = value }
+      return hash
     }
     let names = (new: "jk_\(hash)_new", done: "jk_\(hash)_done")
     channels.withLock { $0 = names }
@@ -79,51 +90,61 @@ public final class RemoteQueue: Sendable {
   /// and, if that row is final, its outcome.
   func insert(kind: String, key: String, input: Data) async throws -> (id: Int64, final: RemoteRow?) {
     let maxAttempts = Int32(clamping: max(1, configuration.maxAttempts))
-    let inserted = try await client.query(
+    let inserted = try await statement(
       """
       INSERT INTO jobkit_remote_tasks (queue, kind, idempotency_key, input, max_attempts)
       VALUES (\(name), \(kind), \(key), \(input), \(maxAttempts))
       ON CONFLICT (queue, idempotency_key) DO NOTHING RETURNING id
-      """, logger: logger)
-    for try await (id) in inserted.decode(Int64.self) {
-      return (id, nil)
+      """
+    ) { rows -> Int64? in
+      for try await (id) in rows.decode(Int64.self) { return id }
+      return nil
     }
-    let existing = try await client.query(
+    if let inserted { return (inserted, nil) }
+    let existing = try await statement(
       """
       SELECT id, state, output, error_message, attempt FROM jobkit_remote_tasks
       WHERE queue = \(name) AND idempotency_key = \(key)
-      """, logger: logger)
-    for try await row in existing.decode((Int64, String, Data?, String?, Int32).self) {
-      let outcome = RemoteRow(state: row.1, output: row.2, message: row.3, attempt: Int(row.4))
-      return (row.0, outcome.isFinal ? outcome : nil)
+      """
+    ) { rows -> (Int64, RemoteRow)? in
+      for try await row in rows.decode((Int64, String, Data?, String?, Int32).self) {
+        return (row.0, RemoteRow(state: row.1, output: row.2, message: row.3, attempt: Int(row.4)))
+      }
+      return nil
     }
+    if let (id, outcome) = existing { return (id, outcome.isFinal ? outcome : nil) }
     throw RemoteQueueError(message: "the row of key '\(key)' vanished while attaching to it")
   }
 
   /// Asks for the cancellation of the task with key `key`: a row nobody runs is cancelled at
   /// once; a running one is marked, and its worker cancels the handler at its next heartbeat.
   func requestCancel(key: String) async throws {
-    try await client.query(
+    try await statement(
       """
       UPDATE jobkit_remote_tasks SET cancel_requested = true,
         state = CASE WHEN state = 'available' THEN 'cancelled' ELSE state END,
         finished_at = CASE WHEN state = 'available' THEN now() ELSE finished_at END
       WHERE queue = \(name) AND idempotency_key = \(key) AND state IN ('available', 'running')
-      """, logger: logger)
+      """
+    ) { rows in
+      for try await _ in rows {}
+    }
   }
 
   /// The final rows among `ids`.
   func finalRows(among ids: [Int64]) async throws -> [(Int64, RemoteRow)] {
-    var result: [(Int64, RemoteRow)] = []
-    let rows = try await client.query(
+    try await statement(
       """
       SELECT id, state, output, error_message, attempt FROM jobkit_remote_tasks
       WHERE id = ANY(\(ids)) AND state IN ('completed', 'failed', 'cancelled')
-      """, logger: logger)
-    for try await row in rows.decode((Int64, String, Data?, String?, Int32).self) {
-      result.append((row.0, RemoteRow(state: row.1, output: row.2, message: row.3, attempt: Int(row.4))))
+      """
+    ) { rows in
+      var result: [(Int64, RemoteRow)] = []
+      for try await row in rows.decode((Int64, String, Data?, String?, Int32).self) {
+        result.append((row.0, RemoteRow(state: row.1, output: row.2, message: row.3, attempt: Int(row.4))))
+      }
+      return result
     }
-    return result
   }
 }
 
@@ -153,72 +174,6 @@ struct RemoteRow: Sendable {
       return .failure(CancellationError())
     default:
       return .failure(RemoteTaskError(message: message ?? "failed", attempt: attempt))
-    }
-  }
-}
-
-extension RemoteQueue {
-  /// Listens on the queue's "new" channel (`done == false`) or "done" channel until the calling
-  /// task is cancelled, reconnecting 250 ms after the connection ends. `onListening` runs each
-  /// time the `LISTEN` took effect (notifications sent before are lost: look everything up
-  /// then), `onNotification` with each payload.
-  func listen(
-    done: Bool, logger: Logger, onListening: @Sendable () -> Void, onNotification: @Sendable (String) -> Void
-  ) async {
-    while !Task.isCancelled {
-      do {
-        let channels = try await channels()
-        try await client.withConnection { connection in
-          try await connection.listen(on: done ? channels.done : channels.new) { notifications in
-            onListening()
-            for try await notification in notifications {
-              onNotification(notification.payload)
-            }
-          }
-        }
-      } catch {
-        if Task.isCancelled { return }
-        logger.info(
-          "jobkit-postgres: a LISTEN connection ended; reconnecting",
-          metadata: ["queue": "\(name)", "error": "\(String(reflecting: error))"])
-      }
-      try? await Task.sleep(for: .milliseconds(250))
-    }
-  }
-
-  /// Runs `body`, again every 250 ms while it fails because the database cannot be reached, for
-  /// at most ``Configuration/reconnectTimeout``. Other errors are thrown at once.
-  func retryingWhileUnreachable<Result: Sendable>(
-    _ body: @Sendable () async throws -> Result
-  ) async throws -> Result {
-    let clock = ContinuousClock()
-    let deadline = clock.now + configuration.reconnectTimeout
-    while true {
-      do {
-        return try await body()
-      } catch {
-        guard RemoteQueue.isUnreachable(error), clock.now < deadline, !Task.isCancelled else { throw error }
-        logger.info(
-          "jobkit-postgres: database unreachable; retrying",
-          metadata: ["queue": "\(name)", "error": "\(String(reflecting: error))"])
-        try await Task.sleep(for: .milliseconds(250))
-      }
-    }
-  }
-
-  /// Whether `error` says the server could not be reached or went away (as opposed to a
-  /// statement the server refused): connection errors, and the server's classes 08
-  /// (connection exception) and 57 (operator intervention: shutdown, starting up).
-  static func isUnreachable(_ error: any Error) -> Bool {
-    guard let error = error as? PSQLError else { return false }
-    switch error.code {
-    case .connectionError, .serverClosedConnection, .uncleanShutdown, .clientClosedConnection:
-      return true
-    case .server:
-      let state = error.serverInfo?[.sqlState] ?? ""
-      return state.hasPrefix("08") || state.hasPrefix("57")
-    default:
-      return false
     }
   }
 }

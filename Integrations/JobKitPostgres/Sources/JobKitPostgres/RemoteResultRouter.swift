@@ -5,10 +5,13 @@ import PostgresNIO
 /// Hands each waiting ``RemoteWork`` its row once the row is final.
 ///
 /// While anyone waits, one driver task runs: it keeps one `LISTEN` connection on the queue's
-/// "done" channel (reconnecting when it drops) and looks up the final rows among the waited ids
-/// whenever a notification names one, when a waiter registers, after each (re)connection and
-/// every poll interval (notifications sent while the connection was down are lost). It ends when
-/// nobody waits. Waiters are resumed outside the lock.
+/// "done" channel (reconnecting with backoff when it drops) and looks up the final rows among the
+/// waited ids whenever a notification names one, when a waiter registers, after each
+/// (re)connection and every poll interval (notifications sent while the connection was down are
+/// lost). It ends one poll interval after the last waiter left, so that consecutive waits share
+/// one `LISTEN`. While the database cannot be reached, look-ups are retried with backoff; after
+/// the queue's `reconnectTimeout` without a successful one, every waiter fails with
+/// ``RemoteQueueError``. Waiters are resumed outside the lock.
 final class RemoteResultRouter: Sendable {
   private typealias Waiter = (token: UInt64, continuation: CheckedContinuation<RemoteRow, any Error>)
 
@@ -20,18 +23,22 @@ final class RemoteResultRouter: Sendable {
     /// Every waited id is looked up at the next pass.
     var checkAll = false
     var driverRunning = false
+    /// When the last waiter left (the driver lingers a poll interval).
+    var idleSince: ContinuousClock.Instant?
+  }
+
+  /// What the driver does next.
+  private enum Pass {
+    case lookUp([Int64])
+    case stop
   }
 
   private let state = Locked(State())
   private let wake = WakeSignal()
-  private let client: PostgresClient
   private let logger: Logger
-  private let pollInterval: Duration
 
-  init(client: PostgresClient, logger: Logger, pollInterval: Duration) {
-    self.client = client
+  init(logger: Logger) {
     self.logger = logger
-    self.pollInterval = pollInterval
   }
 
   /// Suspends until row `id` is final and returns it. Cancelling the calling task throws
@@ -71,14 +78,20 @@ final class RemoteResultRouter: Sendable {
     waiter?.continuation.resume(throwing: CancellationError())
   }
 
-  /// The ids to look up now, or `nil` when nobody waits any more (the driver then ends).
-  private func nextPass(fullCheckDue: Bool) -> [Int64]? {
-    state.withLock { state -> [Int64]? in
+  /// The ids to look up now, or `.stop` once nobody waited for `linger` (the driver then ends).
+  private func nextPass(fullCheckDue: Bool, now: ContinuousClock.Instant, linger: Duration) -> Pass {
+    state.withLock { state -> Pass in
       guard !state.waiters.isEmpty else {
-        state.driverRunning = false
         state.toCheck = []
-        return nil
+        state.checkAll = false
+        let since = state.idleSince ?? now
+        state.idleSince = since
+        guard now - since >= linger else { return .lookUp([]) }
+        state.driverRunning = false
+        state.idleSince = nil
+        return .stop
       }
+      state.idleSince = nil
       let ids: [Int64]
       if state.checkAll || fullCheckDue {
         ids = Array(state.waiters.keys)
@@ -87,7 +100,18 @@ final class RemoteResultRouter: Sendable {
       }
       state.checkAll = false
       state.toCheck = []
-      return ids
+      return .lookUp(ids)
+    }
+  }
+
+  /// Fails every waiter with `error` (the database stayed unreachable).
+  private func failAll(_ error: any Error) {
+    let waiters = state.withLock { state -> [Waiter] in
+      defer { state.waiters = [:] }
+      return state.waiters.values.flatMap { $0 }
+    }
+    for waiter in waiters {
+      waiter.continuation.resume(throwing: error)
     }
   }
 
@@ -108,25 +132,51 @@ final class RemoteResultRouter: Sendable {
   private func drive(_ queue: RemoteQueue) async {
     let listener = Task { await listen(queue) }
     defer { listener.cancel() }
+    let pollInterval = queue.configuration.pollInterval
     let clock = ContinuousClock()
     var lastFullCheck = clock.now
+    var lastReached = clock.now
+    var backoff = Backoff()
     while true {
-      let fullCheckDue = clock.now - lastFullCheck >= pollInterval
-      guard let ids = nextPass(fullCheckDue: fullCheckDue) else { return }
-      if fullCheckDue { lastFullCheck = clock.now }
+      let now = clock.now
+      let fullCheckDue = now - lastFullCheck >= pollInterval
+      guard case .lookUp(let ids) = nextPass(fullCheckDue: fullCheckDue, now: now, linger: pollInterval) else {
+        return
+      }
+      if fullCheckDue { lastFullCheck = now }
+      var wait = pollInterval
       if !ids.isEmpty {
         do {
           for start in stride(from: 0, to: ids.count, by: 5_000) {
             deliver(try await queue.finalRows(among: Array(ids[start..<min(start + 5_000, ids.count)])))
           }
+          lastReached = clock.now
+          backoff.reset()
         } catch {
+          state.withLock { $0.checkAll = true }
+          let unreachableFor = clock.now - lastReached
+          if RemoteQueue.isUnreachable(error) && unreachableFor >= queue.configuration.reconnectTimeout {
+            logger.error(
+              "jobkit-postgres: the database stayed unreachable; failing the waiting tasks",
+              metadata: ["queue": "\(queue.name)", "error": "\(String(reflecting: error))"])
+            failAll(
+              RemoteQueueError(
+                message:
+                  "queue '\(queue.name)': the database could not be reached for \(Int(unreachableFor.seconds)) s "
+                  + "(reconnectTimeout); last error: \(RemoteQueue.summary(error))"))
+            lastReached = clock.now
+            continue
+          }
+          wait = backoff.next()
           logger.warning(
             "jobkit-postgres: looking up results failed; retrying",
-            metadata: ["queue": "\(queue.name)", "error": "\(String(reflecting: error))"])
-          state.withLock { $0.checkAll = true }
+            metadata: [
+              "queue": "\(queue.name)", "error": "\(String(reflecting: error))",
+              "retry-in-ms": "\(Int(wait.seconds * 1000))",
+            ])
         }
       }
-      await wake.wait(timeout: pollInterval)
+      await wake.wait(timeout: wait)
     }
   }
 

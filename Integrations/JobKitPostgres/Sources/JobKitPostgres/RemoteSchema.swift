@@ -96,10 +96,19 @@ enum RemoteSchema {
   }
 }
 
-/// A queue that cannot be used as asked (schema too new, missing, a broken row).
+/// A queue that cannot be used as asked (schema too new, missing, a broken row), or a database
+/// that stayed unreachable past ``RemoteQueue/Configuration/reconnectTimeout``. The message
+/// never holds the connection's password.
 public struct RemoteQueueError: Error, Sendable, CustomStringConvertible {
   /// What is wrong.
   public let message: String
+  /// The database could not be reached or did not answer: retried like a lost connection.
+  let isUnreachable: Bool
+
+  init(message: String, isUnreachable: Bool = false) {
+    self.message = message
+    self.isUnreachable = isUnreachable
+  }
 
   /// The message, for logs.
   public var description: String { "remote queue: \(message)" }

@@ -17,7 +17,9 @@ import JobKit
 /// - **Finish**: when the row is final (a `NOTIFY` on the queue's channel, or the poll
 ///   fallback): `.success(output)` for a completed row, `.failure(RemoteTaskError)` with the
 ///   stored message and attempt for a failed one; a cancelled row finishes the task cancelled.
-///   A database that is unreachable for a while delays the finish; it does not fail the task.
+///   A database that is unreachable for a while delays the finish; one unreachable for longer
+///   than ``RemoteQueue/Configuration/reconnectTimeout`` fails the task with
+///   ``RemoteQueueError`` (its row stays: a re-run with the same key attaches to it).
 /// - **Cancel** (`cancel()`, or the job's cancel): the row is marked; an unclaimed row is
 ///   cancelled at once and no worker starts it after; a running handler is cancelled at its
 ///   worker's next heartbeat. The task finishes cancelled right away.
@@ -80,6 +82,9 @@ struct RemoteCall<Kind: RemoteTaskKind>: Sendable {
       do {
         try Task.checkCancellation()
         row = try await queue.router.wait(for: inserted.id, queue: queue)
+      } catch let error as RemoteQueueError {
+        // The database stayed unreachable: the row cannot be marked, and stays for a re-run.
+        throw error
       } catch {
         await cancelRow()
         throw error
@@ -89,13 +94,16 @@ struct RemoteCall<Kind: RemoteTaskKind>: Sendable {
   }
 
   /// Marks the row cancelled, from a task of its own: the caller's task is cancelled, and a
-  /// query from it could be refused.
+  /// query from it could be refused. Tried for at most 5 s while the database is unreachable,
+  /// so that a job whose database is gone still ends soon after its tasks failed.
   private func cancelRow() async {
     let queue = queue
     let key = key
     await Task.detached {
       do {
-        try await queue.retryingWhileUnreachable { try await queue.requestCancel(key: key) }
+        try await queue.retryingWhileUnreachable(for: min(.seconds(5), queue.configuration.reconnectTimeout)) {
+          try await queue.requestCancel(key: key)
+        }
       } catch {
         queue.logger.error(
           "jobkit-postgres: could not mark a cancelled task's row",

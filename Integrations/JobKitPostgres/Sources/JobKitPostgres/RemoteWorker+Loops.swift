@@ -14,18 +14,19 @@ extension RemoteWorker {
     let key: String
   }
 
-  /// Claims rows while slots are free. While a backlog lasts (the last claim filled its batch),
-  /// a claim waits for half a batch of free slots, at most 10 ms, so that claims stay batches
-  /// instead of one row per finished handler; otherwise any free slot is filled at once. Expired
-  /// leases are rescued first, at most every `min(heartbeat, lease / 2)`.
+  /// Claims rows while slots are free. While a backlog lasts (the last claim filled its batch)
+  /// and handlers run, a claim waits for half a batch of free slots (woken when a handler ends),
+  /// so that claims stay batches instead of one row per finished handler; otherwise any free
+  /// slot is filled at once. Rows whose outcome is being stored do not hold a slot, but the rows
+  /// held stay under `maxConcurrent + batchSize`. Expired leases are rescued first, at most
+  /// every `min(heartbeat, lease / 2)`.
   func claimLoop(owner: String) async {
     let clock = ContinuousClock()
     let rescueInterval = min(configuration.heartbeatInterval, configuration.leaseDuration / 2)
-    let halfBatch = max(1, min(configuration.batchSize, configuration.maxConcurrent) / 2)
+    let idleWait = min(configuration.pollInterval, rescueInterval)
     var lastRescue: ContinuousClock.Instant?
     var backlog = false
-    var shortSince: ContinuousClock.Instant?
-    var failures = 0
+    var backoff = Backoff()
     while !state.withLock({ $0.stopping }) && !Task.isCancelled {
       var fullBatch = false
       do {
@@ -33,44 +34,52 @@ extension RemoteWorker {
           try await rescueExpired()
           lastRescue = clock.now
         }
-        let (free, idle) = state.withLock { (configuration.maxConcurrent - $0.running.count, $0.running.isEmpty) }
-        if free > 0, backlog, !idle, free < halfBatch {
-          let since = shortSince ?? clock.now
-          shortSince = since
-          let left = .milliseconds(10) - (clock.now - since)
-          if left > .zero {
-            await wake.wait(timeout: left)
-            continue
-          }
+        let limit = state.withLock { claimLimit($0, backlog: backlog) }
+        guard limit > 0 else {
+          await wake.wait(timeout: idleWait)
+          continue
         }
-        shortSince = nil
-        if free > 0 {
-          let limit = min(configuration.batchSize, free)
-          let rows = try await claim(limit: limit, owner: owner)
-          for row in rows { dispatch(row, owner: owner) }
-          fullBatch = rows.count == limit
-          backlog = fullBatch
-        }
-        failures = 0
+        let rows = try await claim(limit: limit, owner: owner)
+        for row in rows { dispatch(row, owner: owner) }
+        fullBatch = rows.count == limit
+        backlog = fullBatch
+        backoff.reset()
       } catch {
         if state.withLock({ $0.stopping }) || Task.isCancelled { break }
-        failures += 1
+        let delay = backoff.next()
         logger.warning(
           "jobkit-postgres: claiming failed; retrying",
-          metadata: ["worker": "\(id)", "error": "\(String(reflecting: error))"])
-        await wake.wait(timeout: .milliseconds(min(5_000, 100 << min(failures, 6))))
+          metadata: [
+            "worker": "\(id)", "error": "\(String(reflecting: error))", "retry-in-ms": "\(Int(delay.seconds * 1000))",
+          ])
+        await wake.wait(timeout: delay)
         continue
       }
       if !fullBatch {
-        await wake.wait(timeout: min(configuration.pollInterval, rescueInterval))
+        await wake.wait(timeout: idleWait)
       }
     }
+  }
+
+  /// The most rows the next claim may take now; 0 to wait for free slots.
+  func claimLimit(_ state: WorkerState, backlog: Bool) -> Int {
+    let batch = max(1, configuration.batchSize)
+    let free = configuration.maxConcurrent - state.handlersRunning
+    let room = configuration.maxConcurrent + batch - state.running.count
+    let limit = min(batch, free, room)
+    if backlog, state.handlersRunning > 0, limit < halfBatch { return 0 }
+    return max(0, limit)
+  }
+
+  /// Free slots a claim waits for while a backlog lasts.
+  var halfBatch: Int {
+    max(1, min(configuration.batchSize, configuration.maxConcurrent) / 2)
   }
 
   /// Returns expired leases (any worker's) to the queue, or ends their rows when no attempt is
   /// left or their job asked for a cancel. The database's clock decides what expired.
   func rescueExpired() async throws {
-    let rows = try await queue.client.query(
+    let count = try await queue.statement(
       """
       WITH expired AS (
         SELECT id FROM jobkit_remote_tasks
@@ -87,9 +96,12 @@ extension RemoteWorker {
         owner = NULL, lease_expires_at = NULL, run_after = now()
       FROM expired WHERE t.id = expired.id
       RETURNING t.id
-      """, logger: logger)
-    var count = 0
-    for try await _ in rows { count += 1 }
+      """
+    ) { rows in
+      var count = 0
+      for try await _ in rows { count += 1 }
+      return count
+    }
     if count > 0 {
       state.withLock { $0.statistics.rescued += count }
       logger.notice("jobkit-postgres: expired leases returned", metadata: ["worker": "\(id)", "rows": "\(count)"])
@@ -98,7 +110,7 @@ extension RemoteWorker {
 
   func claim(limit: Int, owner: String) async throws -> [ClaimedRow] {
     let lease = configuration.leaseDuration.seconds
-    let rows = try await queue.client.query(
+    let claimed = try await queue.statement(
       """
       WITH next AS (
         SELECT id FROM jobkit_remote_tasks
@@ -110,10 +122,13 @@ extension RemoteWorker {
         lease_expires_at = now() + make_interval(secs => \(lease))
       FROM next WHERE t.id = next.id
       RETURNING t.id, t.kind, t.input, t.attempt, t.idempotency_key
-      """, logger: logger)
-    var claimed: [ClaimedRow] = []
-    for try await row in rows.decode((Int64, String, Data, Int32, String).self) {
-      claimed.append(ClaimedRow(id: row.0, kind: row.1, input: row.2, attempt: Int(row.3), key: row.4))
+      """
+    ) { rows in
+      var claimed: [ClaimedRow] = []
+      for try await row in rows.decode((Int64, String, Data, Int32, String).self) {
+        claimed.append(ClaimedRow(id: row.0, kind: row.1, input: row.2, attempt: Int(row.3), key: row.4))
+      }
+      return claimed
     }
     if !claimed.isEmpty {
       state.withLock { $0.statistics.claimed += claimed.count }
@@ -130,115 +145,27 @@ extension RemoteWorker {
       // Made under the lock: `makeTask` only builds the operation, it runs nothing.
       let task = registration.makeTask(row.input, context)
       state.running[row.id] = WorkerState.Running(attempt: row.attempt, task: task)
+      state.handlersRunning += 1
       return task
     }
     guard let task else {
-      state.withLock { $0.running[row.id] = WorkerState.Running(attempt: row.attempt, task: BlockOperation()) }
-      let outcome = HandlerOutcome.failure(
-        message: "no handler for kind '\(row.kind)' on worker \(id) (register it with RemoteWorker.register)",
-        retryable: false)
-      Task { await finish(row, outcome, owner: owner) }
+      state.withLock { state in
+        state.running[row.id] = WorkerState.Running(attempt: row.attempt, task: BlockOperation())
+        state.handlersRunning += 1
+      }
+      handlerEnded(
+        row,
+        .failure(
+          message: "no handler for kind '\(row.kind)' on worker \(id) (register it with RemoteWorker.register)",
+          retryable: false))
       return
     }
     job.trackAndQueue(task) { finished in
-      let outcome: HandlerOutcome
       switch finished.result {
-      case .success(let value): outcome = value
-      case .failure, nil: outcome = .cancelled
-      }
-      Task { await self.finish(row, outcome, owner: owner) }
-    }
-  }
-
-  /// Stores a handler's outcome, fenced by the row's attempt and owner, then frees its slot.
-  func finish(_ row: ClaimedRow, _ outcome: HandlerOutcome, owner: String) async {
-    let handedBack = state.withLock { state -> Bool in
-      state.running[row.id]?.finishing = true
-      return state.running[row.id]?.handedBack ?? false
-    }
-    if !handedBack {
-      do {
-        let stored = try await queue.retryingWhileUnreachable {
-          try await self.store(row, outcome, owner: owner)
-        }
-        state.withLock { state in
-          switch stored {
-          case nil: state.statistics.stale += 1
-          case "completed": state.statistics.completed += 1
-          case "cancelled": state.statistics.cancelled += 1
-          default: state.statistics.failed += 1
-          }
-        }
-        if stored == nil {
-          logger.warning(
-            "jobkit-postgres: stale result rejected (the row is no longer this worker's)",
-            metadata: ["worker": "\(id)", "task": "\(row.id)", "attempt": "\(row.attempt)"])
-        }
-      } catch {
-        logger.error(
-          "jobkit-postgres: could not store a result; the lease will expire and the task run again",
-          metadata: ["worker": "\(id)", "task": "\(row.id)", "error": "\(String(reflecting: error))"])
+      case .success(let outcome): self.handlerEnded(row, outcome)
+      case .failure, nil: self.handlerEnded(row, .cancelled)
       }
     }
-    state.withLock { _ = $0.running.removeValue(forKey: row.id) }
-    wake.signal()
-    drained.signal()
-  }
-
-  /// Runs the fenced update for `outcome`; returns the row's new state, `nil` if the fence
-  /// rejected it.
-  private func store(_ row: ClaimedRow, _ outcome: HandlerOutcome, owner: String) async throws -> String? {
-    let attempt = Int32(row.attempt)
-    let rows: PostgresRowSequence
-    switch outcome {
-    case .success(let output):
-      rows = try await queue.client.query(
-        """
-        UPDATE jobkit_remote_tasks SET state = 'completed', output = \(output), lease_expires_at = NULL,
-          finished_at = now()
-        WHERE id = \(row.id) AND attempt = \(attempt) AND owner = \(owner) AND state = 'running'
-        RETURNING state
-        """, logger: logger)
-    case .cancelled:
-      rows = try await queue.client.query(
-        """
-        UPDATE jobkit_remote_tasks SET
-          state = CASE WHEN cancel_requested THEN 'cancelled'
-            WHEN attempt < max_attempts THEN 'available' ELSE 'failed' END,
-          error_message = CASE WHEN cancel_requested THEN error_message
-            ELSE 'the handler threw CancellationError without a cancel request' END,
-          finished_at = CASE WHEN cancel_requested OR attempt >= max_attempts THEN now() END,
-          lease_expires_at = NULL, run_after = now()
-        WHERE id = \(row.id) AND attempt = \(attempt) AND owner = \(owner) AND state = 'running'
-        RETURNING state
-        """, logger: logger)
-    case .failure(let message, let retryable):
-      let delay = retryDelay(afterAttempt: row.attempt)
-      rows = try await queue.client.query(
-        """
-        UPDATE jobkit_remote_tasks SET
-          state = CASE WHEN cancel_requested THEN 'cancelled'
-            WHEN \(retryable) AND attempt < max_attempts THEN 'available' ELSE 'failed' END,
-          error_message = \(message),
-          finished_at = CASE WHEN cancel_requested OR NOT (\(retryable) AND attempt < max_attempts)
-            THEN now() END,
-          lease_expires_at = NULL, run_after = now() + make_interval(secs => \(delay))
-        WHERE id = \(row.id) AND attempt = \(attempt) AND owner = \(owner) AND state = 'running'
-        RETURNING state
-        """, logger: logger)
-    }
-    for try await (state) in rows.decode(String.self) {
-      return state
-    }
-    return nil
-  }
-
-  /// The wait before the attempt after `attempt`: exponential, capped, jittered by ±50%.
-  func retryDelay(afterAttempt attempt: Int) -> Double {
-    let base =
-      configuration.retryInitialDelay.seconds * pow(max(1, configuration.retryMultiplier), Double(max(0, attempt - 1)))
-    let capped = min(base, configuration.retryMaxDelay.seconds)
-    return capped * Double.random(in: 0.5...1.5)
   }
 
   /// Wakes the claim loop whenever rows become available (insert, retry, rescue, hand-back).
@@ -256,20 +183,28 @@ extension RemoteWorker {
     let lease = configuration.leaseDuration.seconds
     while !Task.isCancelled {
       try? await Task.sleep(for: configuration.heartbeatInterval)
+      // Rows whose outcome waits to be stored keep their lease too.
       let ids = state.withLock { state in
-        state.running.filter { !$0.value.handedBack && !$0.value.finishing }.map(\.key)
+        state.running.filter { !$0.value.handedBack }.map(\.key)
       }
       guard !ids.isEmpty, !Task.isCancelled else { continue }
       do {
-        let rows = try await queue.client.query(
+        let kept = try await queue.statement(
           """
-          UPDATE jobkit_remote_tasks SET lease_expires_at = now() + make_interval(secs => \(lease))
-          WHERE id = ANY(\(ids)) AND owner = \(owner) AND state = 'running'
-          RETURNING id, cancel_requested
-          """, logger: logger)
-        var kept: [Int64: Bool] = [:]
-        for try await (id, cancelRequested) in rows.decode((Int64, Bool).self) {
-          kept[id] = cancelRequested
+          WITH locked AS (
+            SELECT id FROM jobkit_remote_tasks WHERE id = ANY(\(ids)) AND owner = \(owner) AND state = 'running'
+            ORDER BY id FOR UPDATE
+          )
+          UPDATE jobkit_remote_tasks t SET lease_expires_at = now() + make_interval(secs => \(lease))
+          FROM locked WHERE t.id = locked.id AND t.owner = \(owner) AND t.state = 'running'
+          RETURNING t.id, t.cancel_requested
+          """
+        ) { rows in
+          var kept: [Int64: Bool] = [:]
+          for try await (id, cancelRequested) in rows.decode((Int64, Bool).self) {
+            kept[id] = cancelRequested
+          }
+          return kept
         }
         // A row that finished meanwhile is not lost: only handlers still running are looked at.
         let (toCancel, lost) = state.withLock { state -> ([Operation], [Int64]) in
@@ -297,17 +232,20 @@ extension RemoteWorker {
     }
   }
 
-  /// Waits for running handlers for the grace period, then hands the rest back and cancels them.
+  /// Waits for running handlers (and the storing of their outcomes) for the grace period, then
+  /// hands the rows whose handler still runs back and cancels them.
   func shutDown(owner: String) async {
     let clock = ContinuousClock()
     let deadline = clock.now + configuration.gracePeriod
+    state.withLock { $0.storeDeadline = deadline }
+    completions.signal()
     while !state.withLock({ $0.running.isEmpty }), clock.now < deadline {
       await drained.wait(timeout: min(.milliseconds(100), deadline - clock.now))
     }
     let (ids, tasks) = state.withLock { state -> ([Int64], [Operation]) in
       var ids: [Int64] = []
       var tasks: [Operation] = []
-      for (id, running) in state.running where !running.handedBack {
+      for (id, running) in state.running where !running.handedBack && !running.finishing {
         state.running[id]?.handedBack = true
         ids.append(id)
         tasks.append(running.task)
@@ -316,15 +254,22 @@ extension RemoteWorker {
     }
     guard !ids.isEmpty else { return }
     do {
-      let rows = try await queue.client.query(
+      let count = try await queue.statement(
         """
-        UPDATE jobkit_remote_tasks SET state = 'available', attempt = attempt - 1, owner = NULL,
+        WITH locked AS (
+          SELECT id FROM jobkit_remote_tasks WHERE id = ANY(\(ids)) AND owner = \(owner) AND state = 'running'
+          ORDER BY id FOR UPDATE
+        )
+        UPDATE jobkit_remote_tasks t SET state = 'available', attempt = t.attempt - 1, owner = NULL,
           lease_expires_at = NULL, run_after = now()
-        WHERE id = ANY(\(ids)) AND owner = \(owner) AND state = 'running'
-        RETURNING id
-        """, logger: logger)
-      var count = 0
-      for try await _ in rows { count += 1 }
+        FROM locked WHERE t.id = locked.id AND t.owner = \(owner) AND t.state = 'running'
+        RETURNING t.id
+        """
+      ) { rows in
+        var count = 0
+        for try await _ in rows { count += 1 }
+        return count
+      }
       state.withLock { $0.statistics.handedBack += count }
       logger.notice("jobkit-postgres: rows handed back at shutdown", metadata: ["worker": "\(id)", "rows": "\(count)"])
     } catch {

@@ -18,17 +18,22 @@ import ServiceLifecycle
 ///
 /// - **Claim**: batches of available rows (`FOR UPDATE SKIP LOCKED`), as many as free handler
 ///   slots (``Configuration/maxConcurrent``); the attempt is counted and a lease taken, its expiry
-///   computed by the database's clock. Woken by `NOTIFY` when rows are added, with
-///   ``Configuration/pollInterval`` as the fallback. Each claim pass first returns expired leases
-///   (any worker's) to the queue, or fails them when no attempt is left.
+///   computed by the database's clock. While a backlog lasts a claim waits for half a batch of
+///   free slots, so that claims stay batches. Claims go on while finished rows are being stored.
+///   Woken by `NOTIFY` when rows are added, with ``Configuration/pollInterval`` as the fallback.
+///   Each claim pass first returns expired leases (any worker's) to the queue, or fails them when
+///   no attempt is left.
 /// - **Run**: each handler runs as a JobKit task of a job the worker owns; `maxConcurrent` of
 ///   ``register(_:maxConcurrent:handler:)`` is that job's per-type limit.
 /// - **Heartbeat**: every ``Configuration/heartbeatInterval`` the leases of running rows are
 ///   extended; a row whose job asked for a cancel has its handler cancelled; a row that is no
 ///   longer this worker's (its lease expired and was rescued) has its handler cancelled too.
-/// - **Complete**: fenced: the row's attempt and owner must still be this run's; a stale result
-///   is rejected, counted in ``staleCompletions`` and logged. A handler's error is stored and the
-///   row retried after a jittered exponential delay until the row's `max_attempts`.
+/// - **Complete**: the outcomes of finished handlers are stored together, one statement per
+///   batch, fenced row by row: the row's attempt and owner must still be this run's; a stale
+///   result is rejected, counted in ``staleCompletions`` and logged. A statement that fails for
+///   want of the database (or of an answer within ``RemoteQueue/Configuration/statementTimeout``)
+///   is retried with backoff, fenced again, until stored or rejected. A handler's error is stored
+///   and the row retried after a jittered exponential delay until the row's `max_attempts`.
 /// - **Bad rows**: an unregistered kind or an input that does not decode fails that row (no
 ///   retry) with a clear stored message; the worker goes on.
 /// - **Shutdown** (graceful shutdown, or cancelling ``run()``): stops claiming, lets running
@@ -74,8 +79,12 @@ public final class RemoteWorker: Service, Sendable {
   let logger: Logger
   let job = WorkerJob()
   let state = Locked(WorkerState())
+  /// Wakes the claim loop: new rows, free slots.
   let wake = WakeSignal()
+  /// Wakes the shutdown's wait for running rows.
   let drained = WakeSignal()
+  /// Wakes the completer: outcomes to store.
+  let completions = WakeSignal()
 
   /// A worker named `id` on `queue`, with the default ``Configuration``.
   public convenience init(queue: RemoteQueue, id: String) {
@@ -138,6 +147,7 @@ public final class RemoteWorker: Service, Sendable {
     job.startJob()
     let listener = Task { await listenForWork() }
     let heartbeat = Task { await heartbeatLoop(owner: owner) }
+    let completer = Task { await completeLoop(owner: owner) }
     await withGracefulShutdownHandler {
       await claimLoop(owner: owner)
     } onGracefulShutdown: {
@@ -148,6 +158,9 @@ public final class RemoteWorker: Service, Sendable {
     listener.cancel()
     // Shutdown, in a task of its own: the caller's may be cancelled, which refuses queries.
     await Task.detached { await self.shutDown(owner: owner) }.value
+    state.withLock { $0.completerStopping = true }
+    completions.signal()
+    await completer.value
     heartbeat.cancel()
     job.release()
     logger.info("jobkit-postgres: worker stopped", metadata: ["worker": "\(id)"])
@@ -187,6 +200,9 @@ struct KindRunner<K: RemoteTaskKind>: Sendable {
   let handler: @Sendable (K.Input, RemoteTaskContext) async throws -> K.Output
   let name = K.name
   let inputName = "\(K.Input.self)"
+  /// Shared by the kind's runs (both are `Sendable`; each call keeps its own state).
+  let decoder = JSONDecoder()
+  let encoder = JSONEncoder()
 
   func makeTask(_ input: Data, _ context: RemoteTaskContext) -> Work<HandlerOutcome> {
     RemoteHandlerTask<K>(async: { await run(input, context) })
@@ -195,13 +211,13 @@ struct KindRunner<K: RemoteTaskKind>: Sendable {
   func run(_ input: Data, _ context: RemoteTaskContext) async -> HandlerOutcome {
     let decoded: K.Input
     do {
-      decoded = try JSONDecoder().decode(K.Input.self, from: input)
+      decoded = try decoder.decode(K.Input.self, from: input)
     } catch {
       return .failure(
         message: "the input does not decode as \(inputName) for kind '\(name)': \(error)", retryable: false)
     }
     do {
-      return .success(try JSONEncoder().encode(try await handler(decoded, context)))
+      return .success(try encoder.encode(try await handler(decoded, context)))
     } catch is CancellationError {
       return .cancelled
     } catch {
@@ -257,8 +273,17 @@ struct WorkerState {
   }
 
   var registrations: [String: Registration] = [:]
+  /// The rows this run holds: handlers running, and outcomes not stored yet.
   var running: [Int64: Running] = [:]
+  /// Handlers running (rows in `running` that are not finishing): the slots in use.
+  var handlersRunning = 0
+  /// Outcomes waiting for the completer, in the order the handlers ended.
+  var outcomes: [(row: RemoteWorker.ClaimedRow, outcome: HandlerOutcome)] = []
   var owner: String?
   var stopping = false
+  /// Set once the shutdown handed back what it could: the completer stores what is left and ends.
+  var completerStopping = false
+  /// After it, a shutdown's completer stops retrying results it cannot store.
+  var storeDeadline: ContinuousClock.Instant?
   var statistics = RemoteWorkerStatistics()
 }

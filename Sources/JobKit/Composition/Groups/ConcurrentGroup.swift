@@ -38,10 +38,12 @@ import Foundation
 /// A task that cancels itself cancels the group (CompositeOperations' transaction): a task that
 /// finished with `isCancelled` `true` and no error, which the group did not cancel (a
 /// ``BlockTask`` or ``Work`` whose body threw `CancellationError` is one), is handled as a
-/// `cancel()` of the group on the thread that finished it, so every other task is
-/// cancelled, even one that would run until cancelled. The group's ``GroupJob/onCancelled``
-/// handler is called once, right before a cancelled group finishes; ``JobController/run()``
-/// throws `CancellationError`. ``GroupJob/propagatesTaskCancellation`` turns this off.
+/// `cancel(reason:)` of the group, with the task's ``ConcurrentOperation/cancellationReason``, on
+/// the thread that finished it, so every other task is cancelled with that reason, even one that
+/// would run until cancelled. The group's ``GroupJob/onCancelled`` handler is called once, right
+/// before a cancelled group finishes; ``JobController/run()`` throws the reason
+/// (`CancellationError` for a task cancelled plainly). ``GroupJob/propagatesTaskCancellation``
+/// turns this off.
 ///
 /// ### Context and threads
 /// As for ``SequentialGroup``: each task that adopts ``ContextConsuming`` gets ``GroupJob/context`` right

@@ -16,7 +16,8 @@ extension GroupJob {
   /// `waitUntilFinished()` see it done), on the thread that finishes the group: the one that
   /// finished its last task, or the thread that cancelled it if nothing was running. JobKit holds
   /// no lock while it runs. The group then finishes with `isCancelled` `true` and no
-  /// ``ConcurrentOperation/error``, and ``JobController/run()`` throws `CancellationError`.
+  /// ``ConcurrentOperation/error``, and ``JobController/run()`` throws its
+  /// ``ConcurrentOperation/cancellationReason`` (`CancellationError` after a plain cancel).
   ///
   /// Set it before the group can finish; safe from any thread. Setting it again replaces the
   /// handler. The group drops the handler when it finishes, called or not (a handler set after
@@ -40,8 +41,10 @@ extension GroupJob {
   /// cancels its tasks only when it is cancelled or stops on failure itself. A nested group that
   /// ended cancelled is such a task for its parent, and so is a ``BlockTask`` or ``Work`` whose
   /// body threw `CancellationError` (it cancels itself, then finishes with no error) or a
-  /// ``Pipeline`` a step of which did. Then, as if `cancel()` had been called on the
-  /// group on the thread that finished the task: every other running task is cancelled, the
+  /// ``Pipeline`` a step of which did. Then, as if `cancel(reason:)` had been called on the
+  /// group with the task's ``ConcurrentOperation/cancellationReason`` (`CancellationError` for a
+  /// plain cancel), on the thread that finished the task: every other running task is cancelled
+  /// with that reason, the
   /// tasks not started yet (later steps of a ``SequentialGroup``, or tasks a sequence has not
   /// made yet) never run, ``onCancelled`` is called, and the group finishes cancelled. A task
   /// that was cancelled and still finished with an error is a failure, as before. With `false`,

@@ -240,8 +240,10 @@ open class GroupJob: JobController, @unchecked Sendable {
       fail(error)  // which lets the waiting tasks go, cancelled
       return false
     case .cancel:
-      cancel()  // which lets the waiting tasks go, cancelled
-      return false
+      // With the task's reason, which the group's other tasks then see (a plain cancel's is
+      // `CancellationError`). Read outside every lock: the task's own.
+      cancel(reason: (task as? ConcurrentOperation)?.cancellationReason ?? CancellationError())
+      return false  // the cancel lets the waiting tasks go, cancelled
     }
   }
 

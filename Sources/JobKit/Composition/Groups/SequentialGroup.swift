@@ -46,11 +46,12 @@ import Foundation
 /// A step that cancels itself cancels the group (CompositeOperations' cascade): a task that
 /// finished with `isCancelled` `true` and no error, which the group did not cancel (its own
 /// `cancel()`, another thread, a nested group that ended cancelled, a ``BlockTask`` or ``Work``
-/// whose body threw `CancellationError`), is handled as a `cancel()` of the group on the thread
-/// that finished it, so the later steps never run. The group's
+/// whose body threw `CancellationError`), is handled as a `cancel(reason:)` of the group, with
+/// the task's ``ConcurrentOperation/cancellationReason``, on the thread that finished it, so the
+/// later steps never run. The group's
 /// ``GroupJob/onCancelled`` handler is called once, right before a cancelled group finishes;
-/// ``JobController/run()`` throws `CancellationError`. ``GroupJob/propagatesTaskCancellation``
-/// turns this off.
+/// ``JobController/run()`` throws the reason (`CancellationError` for a task cancelled plainly).
+/// ``GroupJob/propagatesTaskCancellation`` turns this off.
 ///
 /// ### Context
 /// Before starting a task, the group hands it ``GroupJob/context`` if it adopts ``ContextConsuming`` (as

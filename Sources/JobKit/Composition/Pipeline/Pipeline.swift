@@ -287,8 +287,9 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
   /// `trackAndQueue`), then suspends until it finished and returns
   /// its ``result``.
   ///
-  /// Throws the error of the step that failed (after the ``onError(_:)`` handler ran), or
-  /// `CancellationError` if the pipeline was cancelled. Cancelling the awaiting Swift task
+  /// Throws the error of the step that failed (after the ``onError(_:)`` handler ran), or, if
+  /// the pipeline was cancelled, its ``ConcurrentOperation/cancellationReason``
+  /// (`CancellationError` after a plain `cancel()`). Cancelling the awaiting Swift task
   /// cancels the pipeline; `run()` still returns only once the pipeline finished. If you added
   /// the pipeline to a queue or a job yourself, await ``ConcurrentOperation/waitForFinish()`` and
   /// read ``result`` instead: JobKit cannot see that submission, and adding an operation to a
@@ -326,11 +327,15 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
       operationDone()
       return
     }
+    // The steps run with the pipeline as their enclosing operation: a job a step runs (its
+    // `run()`) is cancelled with the pipeline's reason when the pipeline cancels the task.
     let runner: Task<Void, Never>
     if let stepExecutor, #available(macOS 15.0, iOS 18.0, watchOS 11.0, tvOS 18.0, visionOS 2.0, *) {
-      runner = Task(executorPreference: stepExecutor) { await self.execute(steps) }
+      runner = Task(executorPreference: stepExecutor) {
+        await ConcurrentOperation.$enclosingOperation.withValue(self) { await self.execute(steps) }
+      }
     } else {
-      runner = Task { await self.execute(steps) }
+      runner = Task { await ConcurrentOperation.$enclosingOperation.withValue(self) { await self.execute(steps) } }
     }
     withState { $0.runnerCreated(runner) }
   }

@@ -125,7 +125,11 @@ public final class BlockTask: ConcurrentOperation, ContextConsuming, @unchecked 
     case .async(let run):
       let runner = Task.detached {
         do {
-          try await JobContext.$current.withValue(context) { try await run(context) }
+          // The body runs with this task as its enclosing operation: a job it runs (its `run()`)
+          // is cancelled with this task's reason when this task cancels its Swift task.
+          try await JobContext.$current.withValue(context) {
+            try await ConcurrentOperation.$enclosingOperation.withValue(self) { try await run(context) }
+          }
           self.operationDone()
         } catch {
           self.finish(throwing: error)

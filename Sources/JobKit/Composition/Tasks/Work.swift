@@ -166,7 +166,8 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
       let runner = Task.detached {
         let value: Output
         do {
-          value = try await run()
+          // As a `BlockTask`'s body: a job it runs is cancelled with this work's reason.
+          value = try await ConcurrentOperation.$enclosingOperation.withValue(self) { try await run() }
         } catch {
           self.complete(value: nil, failure: error)
           return

@@ -10,4 +10,9 @@
 protocol NestedJobFollower: AnyObject, Sendable {
   /// `parent` tracked `nested`. Called on the thread that tracked it; must not block.
   func follow(_ nested: JobController, trackedBy parent: JobController)
+
+  /// The followed job's `timeLimit` ran out at `at`: the job fails with `timeLimitExceeded`
+  /// right after this returns. Called on the thread of the clock's timer, with no lock held;
+  /// must not block.
+  func timeLimitReached(at: ContinuousClock.Instant)
 }

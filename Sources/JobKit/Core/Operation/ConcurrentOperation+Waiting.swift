@@ -21,16 +21,31 @@ extension ConcurrentOperation {
   }
 
   /// Suspends until the operation finished. Cancelling the awaiting Swift task cancels the
-  /// operation (and keeps waiting for it to actually finish).
+  /// operation (and keeps waiting for it to actually finish): with the reason of the operation
+  /// whose Swift task awaits (``enclosingOperation``: a pipeline whose step runs it, an async
+  /// block task or work whose body does), if there is one, so a job run there sees why that
+  /// operation stopped.
   func waitForFinishCancellingOnTaskCancel() async throws {
     let waiter = FinishWaiter()
+    // Read here: the cancellation handler runs on the cancelling thread, outside this task.
+    let enclosing = Self.enclosingOperation
     _ = await withTaskCancellationHandler {
       await waiter.wait(on: self)
     } onCancel: {
-      self.cancel()
+      if let reason = enclosing?.cancellationReason {
+        self.cancel(reason: reason)
+      } else {
+        self.cancel()
+      }
     }
     try throwOutcome()
   }
+
+  /// The operation whose work this Swift task runs (a pipeline's steps, an async block task's
+  /// or work's body), if any: an operation cancels its Swift task only after it recorded its
+  /// ``cancellationReason``, so an operation awaited in that task reads the reason when the
+  /// task's cancel reaches it.
+  @TaskLocal static var enclosingOperation: ConcurrentOperation?
 
   /// Throws the operation's error, or for a cancelled operation without one its
   /// ``cancellationReason`` (`CancellationError` if none was recorded).

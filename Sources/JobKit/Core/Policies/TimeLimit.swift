@@ -117,9 +117,19 @@ extension JobController {
     // Weak: a clock may hold the timer after the job finished; it must not keep the job.
     let timer = clock.schedule(after: limit) { [weak self] in
       guard let self else { return }
-      let (ranOut, fired) = self.jobState.withLock { $0.timeLimit.expire() }
+      let (ranOut, fired, followers) = self.jobState.withLock { state in
+        let (ranOut, fired) = state.timeLimit.expire()
+        return (ranOut, fired, ranOut ? state.listeners.nestedJobFollowers : [])
+      }
       _ = fired  // released after the lock
       guard ranOut else { return }
+      // A timeline marks the moment (the events show only the stop's effects, later).
+      if !followers.isEmpty {
+        let now = ContinuousClock.now
+        for follower in followers {
+          follower.timeLimitReached(at: now)
+        }
+      }
       self.fail(JobKitError(.timeLimitExceeded, message: "\(type(of: self)) ran out of its time limit of \(limit)"))
     }
     if !jobState.withLock({ $0.timeLimit.scheduled(timer) }) {

@@ -129,6 +129,10 @@ struct CompositionBuilder: Sendable {
       if job.cancellationGracePeriod != nil {
         job.cancellationGracePeriod = .seconds(ModelBasedConfig.defaultHangSeconds)
       }
+      if let limit = node.timeLimit {
+        job.clock = log.clock
+        job.timeLimit = .seconds(limit)
+      }
     }
     return log.made(operation, node: node.id, attempt: attempt)
   }

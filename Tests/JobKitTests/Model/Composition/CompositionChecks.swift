@@ -7,13 +7,17 @@ struct CompositionChecks {
   let plan: CompositionPlan
   let events: CompositionEvents
   let model: CompositionModel
+  let reasons: CompositionReasonChecks
   private(set) var violations: [String] = []
 
   init(plan: CompositionPlan, events: CompositionEvents) {
     self.plan = plan
     self.events = events
-    model = CompositionModel(plan: plan, struck: Set(events.struck.filter { $0.value > 0 }.keys))
-    violations = events.violations
+    model = CompositionModel(
+      plan: plan, struck: Set(events.struck.filter { $0.value > 0 }.keys),
+      expired: CompositionReasons.expired(plan, events))
+    reasons = CompositionReasonChecks(plan: plan, events: events)
+    violations = events.violations + reasons.violations
     for node in plan.root.all { checkNode(node) }
     CompositionOrderChecks.checkCancelledPipelines(plan, events) { violations.append($0) }
     for node in plan.root.all where node.kind.isContainer || { if case .pipeline = node.kind { true } else { false } }()

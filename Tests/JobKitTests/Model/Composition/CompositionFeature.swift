@@ -29,6 +29,11 @@ enum CompositionFeature: String, CaseIterable, Sendable, Comparable {
   case resumeRacingAdds
   /// `suspend()`, then `resume()`, on any node's operation (issue 20: nothing is lost or hangs).
   case suspendStorms
+  /// A `timeLimit` on some jobs and groups, on the workflow's `ManualClock`, and one storm that
+  /// advances that clock: the limits that run out stop their subtree with their reason.
+  case timeLimits
+  /// `cancel(reason:)` storms on any node's operation.
+  case reasonCancels
 
   static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
 

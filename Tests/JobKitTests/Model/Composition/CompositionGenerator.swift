@@ -17,6 +17,8 @@ private struct TreeGenerator {
   var nextID = 0
   /// Nodes still to make: keeps a workflow at about 20 nodes.
   var budget = 20
+  /// Time limits still free (seconds): each node with a limit takes one, so no two are equal.
+  var freeLimits = Array(1...9)
 
   init(random: ModelRandom, features: Set<CompositionFeature>) {
     self.random = random
@@ -50,9 +52,10 @@ private struct TreeGenerator {
   /// A container node with its children.
   mutating func container(depth: Int, parent: NodeKind?) -> NodePlan {
     var node = NodePlan(id: makeID(), kind: containerKind())
+    timeLimit(&node)
     let count = random.chance(0.08) ? 0 : random.int(1...4)
     for _ in 0..<count where budget > 0 {
-      node.children.append(child(depth: depth + 1, parent: node.kind))
+      node.children.append(child(depth: depth + 1, parent: node))
     }
     if case .queue(let sequential, _) = node.kind, random.chance(0.4) {
       node.kind = .queue(sequential: sequential, pausedAdds: random.int(0...node.children.count))
@@ -77,14 +80,24 @@ private struct TreeGenerator {
     spec.addsLate = true
     node.children[adder].kind = .leaf(spec)
     for _ in 0..<random.int(1...2) where budget > 0 {
-      node.late.append(child(depth: depth + 1, parent: node.kind))
+      node.late.append(child(depth: depth + 1, parent: node))
     }
   }
 
-  private mutating func child(depth: Int, parent: NodeKind) -> NodePlan {
+  /// With `timeLimits`, a job or group node may get a time limit (one not taken yet).
+  private mutating func timeLimit(_ node: inout NodePlan) {
+    switch node.kind {
+    case .job, .sequential, .concurrent: break
+    default: return
+    }
+    guard has(.timeLimits), random.chance(0.3), !freeLimits.isEmpty else { return }
+    node.timeLimit = freeLimits.remove(at: random.int(0...(freeLimits.count - 1)))
+  }
+
+  private mutating func child(depth: Int, parent: NodePlan) -> NodePlan {
     var node: NodePlan
     if depth < 3 && budget > 3 && random.chance(0.3) {
-      node = container(depth: depth, parent: parent)
+      node = container(depth: depth, parent: parent.kind)
     } else if has(.pipelines) && random.chance(0.15) {
       let steps = random.int(1...4)
       let failing = random.chance(0.25) ? random.int(0...(steps - 1)) : nil
@@ -92,7 +105,7 @@ private struct TreeGenerator {
     } else {
       node = NodePlan(id: makeID(), kind: .leaf(leaf()))
     }
-    if case .job(let limit) = parent { track(&node, limit: limit) }
+    if case .job(let limit) = parent.kind { track(&node, limit: limit, onManualClock: parent.timeLimit != nil) }
     return node
   }
 
@@ -101,10 +114,18 @@ private struct TreeGenerator {
       finish: random.pick([.atOnce, .later, .onThread]), fails: random.chance(0.2), honorsCancel: random.chance(0.5))
   }
 
-  /// How a job tracks `node`: retries and timeouts for leaves, and its limit's leaves.
-  private mutating func track(_ node: inout NodePlan, limit: Int?) {
+  /// How a job tracks `node`: retries and timeouts for leaves, and its limit's leaves. A job
+  /// with a time limit runs on the workflow's `ManualClock`, which only a storm advances: it
+  /// retries nothing (a retry's delay would never pass) and its timeouts are too long to fire.
+  private mutating func track(_ node: inout NodePlan, limit: Int?, onManualClock: Bool) {
     guard case .leaf(var spec) = node.kind else {
       if has(.timeouts) && random.chance(0.2) { node.tracking = .timeout(milliseconds: 60_000) }
+      return
+    }
+    if onManualClock {
+      if limit != nil && random.chance(0.7) { spec.limited = true }
+      if has(.timeouts) && random.chance(0.2) { node.tracking = .timeout(milliseconds: 60_000) }
+      node.kind = .leaf(spec)
       return
     }
     if limit != nil && random.chance(0.7) { spec.limited = true }
@@ -132,6 +153,7 @@ private struct TreeGenerator {
     let adders = nodes.filter { if case .leaf(let spec) = $0.kind { return spec.addsLate } else { return false } }
       .map(\.id)
     var result: [StormPlan] = []
+    if let advance = advanceStorm(root, leaves: leaves) { result.append(advance) }
     for _ in 0..<random.int(0...3) {
       guard let action = stormAction(nodes) else { continue }
       var triggers: [StormTrigger] = leaves.flatMap { [StormTrigger.leafStarts($0), .leafEnds($0)] }
@@ -147,10 +169,33 @@ private struct TreeGenerator {
     return result
   }
 
+  /// With time limits in the tree, usually one storm that advances the workflow's clock, most
+  /// often when a leaf below a limited node starts (then its limits surely run): by 1 to 9 s.
+  private mutating func advanceStorm(_ root: NodePlan, leaves: [Int]) -> StormPlan? {
+    let timed = root.all.filter { $0.timeLimit != nil }
+    guard !timed.isEmpty, random.chance(0.85) else { return nil }
+    let below = Array(
+      Set(timed.flatMap { $0.all.filter { if case .leaf = $0.kind { true } else { false } }.map(\.id) })
+    )
+    .sorted()
+    let trigger: StormTrigger
+    if !below.isEmpty && random.chance(0.7) {
+      trigger = .leafStarts(random.pick(below))
+    } else if !leaves.isEmpty && random.chance(0.8) {
+      trigger = random.chance(0.5) ? .leafStarts(random.pick(leaves)) : .leafEnds(random.pick(leaves))
+    } else {
+      trigger = .atStart
+    }
+    return StormPlan(
+      action: .advance(random.int(1...9)), trigger: trigger, inline: trigger != .atStart && random.chance(0.7),
+      yields: random.int(0...40))
+  }
+
   private mutating func stormAction(_ nodes: [NodePlan]) -> StormAction? {
     let target = random.pick(nodes)
     var actions: [StormAction] = []
     if has(.cancelStorms) { actions.append(.cancel(target.id)) }
+    if has(.reasonCancels) { actions.append(.cancelReason(target.id)) }
     if has(.suspendStorms) { actions.append(.suspend(target.id)) }
     switch target.kind {
     case .sequential, .concurrent, .job, .dispatch:
@@ -166,7 +211,7 @@ private struct TreeGenerator {
   /// Leaves out a storm whose race window belongs to a feature that is off.
   private func allowed(_ storm: StormPlan, nodes: [NodePlan], all: [StormPlan]) -> Bool {
     switch storm.action {
-    case .pause, .suspend: return true
+    case .pause, .suspend, .advance: return true
     default: break
     }
     guard let target = nodes.first(where: { $0.id == storm.action.target }) else { return false }

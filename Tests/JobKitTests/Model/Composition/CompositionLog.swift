@@ -1,5 +1,6 @@
 import Foundation
 import JobKit
+import JobKitTesting
 
 /// One run of a leaf (or of a pipeline step): sequence numbers of its start and of its end.
 struct RunRecord: Sendable {
@@ -35,8 +36,11 @@ struct CompositionEvents {
   var drains: [Int: [[String]]] = [:]
   /// Storms that struck (by index in the plan), and the node of each.
   var struck: [Int: Int] = [:]
-  /// Storms whose call (`cancel()`, `fail(_:)`, `cancelAll()`) returned, with the sequence number.
+  /// Storms whose call (`cancel()`, `fail(_:)`, `cancelAll()`, `advance(by:)`) returned, with the
+  /// sequence number.
   var returned: [Int: Int] = [:]
+  /// What the root's `waitForFinish()` threw (`nil`: it returned, or it has not yet).
+  var rootThrew: (any Error)?
   var violations: [String] = []
   var watched: [WeakRef] = []
   /// The objects storms act on, by node (an operation, a `CommandQueue`, a dispatch job).
@@ -55,6 +59,8 @@ struct NodeAttempt: Hashable, Sendable, CustomStringConvertible {
 /// The recorder one workflow's operations report to. Never holds its lock while calling out.
 final class CompositionLog: Sendable {
   let plan: CompositionPlan
+  /// The clock of the nodes with a time limit, advanced only by an `advance` storm.
+  let clock = ManualClock()
   private let state = ModelLocked(CompositionEvents())
 
   init(plan: CompositionPlan) { self.plan = plan }
@@ -233,6 +239,8 @@ final class CompositionLog: Sendable {
   func stormReturned(_ index: Int) {
     state.withLock { $0.returned[index] = next(&$0) }
   }
+
+  func rootThrew(_ error: any Error) { state.withLock { $0.rootThrew = error } }
 
   func target(_ node: Int) -> AnyObject? { state.withLock { $0.targets[node] }?.object }
   func queue(_ node: Int) -> CommandQueue? { state.withLock { $0.queues[node] }?.object as? CommandQueue }

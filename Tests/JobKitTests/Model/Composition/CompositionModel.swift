@@ -11,12 +11,16 @@ enum CompositionOutcome: Hashable, Sendable, CustomStringConvertible {
   case storm(Int)
   /// `JobFailures` (a group, job or dispatch) or `QueueFailures` (a queue), with the count.
   case failures(Int)
+  /// `JobKitError.timeLimitExceeded` of the node whose limit is this many seconds.
+  case timeLimit(Int)
   case other(String)
 
   init(_ operation: Operation) {
     let error = (operation as? ConcurrentOperation)?.error
     switch error {
     case nil: self = operation.isCancelled ? .cancelled : .success
+    case let error? where CompositionReasons.limitSeconds(of: error) != nil:
+      self = .timeLimit(CompositionReasons.limitSeconds(of: error) ?? 0)
     case let error as ModelError: self = .failed(error.spec)
     case let error as StormError: self = .storm(error.node)
     case let error as JobFailures: self = .failures(error.failures.count)
@@ -32,6 +36,7 @@ enum CompositionOutcome: Hashable, Sendable, CustomStringConvertible {
     case .failed(let node): return "ModelError(n\(node))"
     case .storm(let node): return "StormError(n\(node))"
     case .failures(let count): return "\(count) failure(s)"
+    case .timeLimit(let seconds): return "timeLimitExceeded(\(seconds) s)"
     case .other(let text): return "other(\(text))"
     }
   }
@@ -58,22 +63,28 @@ struct NodeExpectation {
 /// rules of groups, pipelines, jobs, command queues and dispatches.
 struct CompositionModel {
   let plan: CompositionPlan
-  /// The nodes a cancel, fail or cancelAll storm struck; the nodes a fail storm struck.
+  /// The nodes a cancel, fail or cancelAll storm struck or whose time limit ran out; the nodes
+  /// a fail storm struck; the nodes whose time limit ran out.
   let stopped: Set<Int>
   let failed: Set<Int>
+  let expired: Set<Int>
   private(set) var expectations: [Int: NodeExpectation] = [:]
 
-  init(plan: CompositionPlan, struck: Set<Int>) {
+  /// - Parameter expired: the nodes that failed with their own time limit (their
+  ///   `timeLimitExceeded`): a limit is one more way to fail a job, like a fail storm; whether it
+  ///   ran out when it had to, and only then, is `CompositionReasonChecks`' concern.
+  init(plan: CompositionPlan, struck: Set<Int>, expired: Set<Int> = []) {
     self.plan = plan
-    var stopped: Set<Int> = []
+    var stopped: Set<Int> = expired
     var failed: Set<Int> = []
+    self.expired = expired
     for index in struck {
       switch plan.storms[index].action {
-      case .cancel(let node), .cancelAll(let node): stopped.insert(node)
+      case .cancel(let node), .cancelAll(let node), .cancelReason(let node): stopped.insert(node)
       case .fail(let node):
         stopped.insert(node)
         failed.insert(node)
-      case .pause, .suspend: break
+      case .pause, .suspend, .advance: break
       }
     }
     // A node that ends cancelled, not by its parent, cancels a parent group (issue 20: a task
@@ -83,7 +94,11 @@ struct CompositionModel {
     let parents = plan.parents
     let nodes = plan.nodes
     for index in struck {
-      guard case .cancel(var id) = plan.storms[index].action else { continue }
+      var id: Int
+      switch plan.storms[index].action {
+      case .cancel(let target), .cancelReason(let target): id = target
+      default: continue
+      }
       while let parent = parents[id], let kind = nodes[parent]?.kind, kind.propagatesCancellation {
         stopped.insert(parent)
         id = parent
@@ -98,7 +113,8 @@ struct CompositionModel {
     -> NodeExpectation
   {
     let disturbed = disturbedAbove || stopped.contains(node.id)
-    let stormTags: Set<CompositionOutcome> = failed.contains(node.id) ? [.storm(node.id)] : []
+    var stormTags: Set<CompositionOutcome> = failed.contains(node.id) ? [.storm(node.id)] : []
+    if expired.contains(node.id), let limit = node.timeLimit { stormTags.insert(.timeLimit(limit)) }
     var result: NodeExpectation
     switch node.kind {
     case .leaf(let spec):

@@ -25,6 +25,7 @@ extension CompositionPlan {
     case .dispatch(let concurrent): text += "dispatch(\(concurrent ? "conc" : "seq"))"
     }
     if case .queued = node.tracking {} else { text += " [\(node.tracking)]" }
+    if let limit = node.timeLimit { text += " [limit \(limit) s]" }
     if !node.children.isEmpty { text += " [" + node.children.map(describe).joined(separator: ", ") + "]" }
     if !node.late.isEmpty { text += " late [" + node.late.map(describe).joined(separator: ", ") + "]" }
     return text

@@ -102,6 +102,9 @@ struct NodePlan: Sendable {
   var late: [NodePlan] = []
   /// How the parent tracks this node, when the parent is a `.job`.
   var tracking: JobTracking = .queued
+  /// The `timeLimit` of a job or group node, in seconds of the workflow's `ManualClock` (no two
+  /// nodes of a workflow have the same limit, so a `timeLimitExceeded` message names its node).
+  var timeLimit: Int?
 
   /// The node and every node below it (`late` ones included), in pre-order.
   var all: [NodePlan] { [self] + (children + late).flatMap(\.all) }
@@ -119,10 +122,17 @@ enum StormAction: Sendable, Equatable, CustomStringConvertible {
   case pause(Int)
   /// `suspend()`, then `resume()` after `yields` yields, on the node's operation.
   case suspend(Int)
+  /// `cancel(reason: ReasonError(node:))` on the node's operation.
+  case cancelReason(Int)
+  /// `advance(by: .seconds(n))` on the workflow's `ManualClock` (the clock of the nodes with a
+  /// time limit); targets no node (`target` is -1).
+  case advance(Int)
 
   var target: Int {
     switch self {
-    case .cancel(let id), .fail(let id), .cancelAll(let id), .pause(let id), .suspend(let id): return id
+    case .cancel(let id), .fail(let id), .cancelAll(let id), .pause(let id), .suspend(let id), .cancelReason(let id):
+      return id
+    case .advance: return -1
     }
   }
 
@@ -133,6 +143,8 @@ enum StormAction: Sendable, Equatable, CustomStringConvertible {
     case .cancelAll(let id): return "cancelAll n\(id)"
     case .pause(let id): return "pause n\(id)"
     case .suspend(let id): return "suspend n\(id)"
+    case .cancelReason(let id): return "cancel(reason:) n\(id)"
+    case .advance(let seconds): return "advance \(seconds) s"
     }
   }
 }

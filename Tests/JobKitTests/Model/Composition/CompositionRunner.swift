@@ -31,7 +31,12 @@ enum CompositionRunner {
     CompositionStorms.fire(log.claimStartStorms(), log: log)
     let box = OutcomeBox()
     Task {
-      do { try await (root as? ConcurrentOperation)?.waitForFinish() } catch { return box.set(error) }
+      do {
+        try await (root as? ConcurrentOperation)?.waitForFinish()
+      } catch {
+        log.rootThrew(error)
+        return box.set(error)
+      }
       box.set(nil)
     }
     return RunningComposition(plan: plan, log: log, box: box, queue: queue, started: Date())
@@ -42,7 +47,7 @@ enum CompositionRunner {
     let events = running.log.events
     let checks = CompositionChecks(plan: running.plan, events: events)
     running.log.drop()
-    stats.add(events)
+    stats.add(events, reasons: checks.reasons)
     return WorkflowResult(
       seed: running.plan.seed, description: running.plan.summary, violations: checks.violations,
       watched: events.watched)
@@ -76,8 +81,14 @@ struct CompositionStats: CustomStringConvertible {
   var steps = 0
   var storms = 0
   var drains = 0
+  var limitsRunOut = 0
+  var reasonsChecked = 0
+  var runningPathChecks = 0
 
-  mutating func add(_ events: CompositionEvents) {
+  mutating func add(_ events: CompositionEvents, reasons: CompositionReasonChecks) {
+    limitsRunOut += reasons.expired.count
+    reasonsChecked += reasons.reasonsChecked
+    runningPathChecks += reasons.runningPathChecks
     operations += events.made.count
     leafRuns += events.runs.count
     steps += events.steps.values.reduce(0) { $0 + $1.count }
@@ -87,6 +98,7 @@ struct CompositionStats: CustomStringConvertible {
 
   var description: String {
     "\(operations) operations, \(leafRuns) leaf runs, \(steps) pipeline steps, \(storms) storms struck,"
-      + " \(drains) onDrained calls"
+      + " \(drains) onDrained calls, \(limitsRunOut) time limits run out, \(reasonsChecked) reasons checked"
+      + " (\(runningPathChecks) on a limit's running path)"
   }
 }

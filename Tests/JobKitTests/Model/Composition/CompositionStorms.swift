@@ -6,6 +6,11 @@ struct StormError: Error, Equatable {
   let node: Int
 }
 
+/// The reason a `cancelReason` storm cancels a node with.
+struct ReasonError: Error, Equatable {
+  let node: Int
+}
+
 /// Carries out the storms of a composition workflow: from the triggering thread (inline) or
 /// from a global queue's thread, after a random number of yields.
 enum CompositionStorms {
@@ -48,6 +53,15 @@ enum CompositionStorms {
       queue.pause()
       for _ in 0..<storm.yields { sched_yield() }
       queue.resume()
+    case .cancelReason(let node):
+      guard let operation = log.target(node) as? ConcurrentOperation else { return }
+      log.strike(index)
+      operation.cancel(reason: ReasonError(node: node))
+      log.stormReturned(index)
+    case .advance(let seconds):
+      log.strike(index)
+      log.clock.advance(by: .seconds(seconds))
+      log.stormReturned(index)
     case .suspend(let node):
       guard let operation = log.target(node) as? ConcurrentOperation else { return }
       operation.suspend()

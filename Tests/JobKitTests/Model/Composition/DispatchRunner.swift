@@ -44,7 +44,8 @@ final class DispatchRunner: ConcurrentOperation, @unchecked Sendable {
     }
   }
 
+  /// Cancels the dispatch with this runner's reason, as a job hands its reason down.
   override func operationCancelled() {
-    dispatch.withLock { $0 }?.cancel()
+    dispatch.withLock { $0 }?.cancel(reason: cancellationReason ?? CancellationError())
   }
 }

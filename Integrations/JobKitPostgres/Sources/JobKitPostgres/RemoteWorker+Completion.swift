@@ -1,0 +1,201 @@
+import Foundation
+import JobKit
+import Logging
+import PostgresNIO
+
+/// The worker's completions: handlers' outcomes are stored in batches, one fenced statement per
+/// batch, by one completer task, while the claim loop goes on claiming.
+extension RemoteWorker {
+  /// A handler ended (or a row could not be run): frees its slot and queues its outcome for the
+  /// completer; an outcome of a row handed back at shutdown is dropped without a statement.
+  func handlerEnded(_ row: ClaimedRow, _ outcome: HandlerOutcome) {
+    let halfBatch = halfBatch
+    let (wakeClaims, store) = state.withLock { state -> (Bool, Bool) in
+      guard var running = state.running[row.id], !running.finishing else { return (false, false) }
+      state.handlersRunning -= 1
+      let free = configuration.maxConcurrent - state.handlersRunning
+      // The claim loop waits for half a batch of free slots, or for no handler at all.
+      let wakeClaims = free == halfBatch || state.handlersRunning == 0
+      if running.handedBack {
+        state.running[row.id] = nil
+        return (wakeClaims, false)
+      }
+      running.finishing = true
+      state.running[row.id] = running
+      state.outcomes.append((row, outcome))
+      return (wakeClaims, true)
+    }
+    if store { completions.signal() } else { drained.signal() }
+    if wakeClaims { wake.signal() }
+  }
+
+  /// Stores outcomes until the worker stopped and nothing is left. A batch is stored as soon as
+  /// it is full or no handler runs; otherwise after letting the handlers that are ready run
+  /// once more (a yield), so that handlers ending together share a statement.
+  func completeLoop(owner: String) async {
+    let batch = max(1, configuration.batchSize)
+    var gathered = false
+    while true {
+      let (outcomes, stop) = state.withLock { state -> ([(row: ClaimedRow, outcome: HandlerOutcome)], Bool) in
+        guard !state.outcomes.isEmpty else { return ([], state.completerStopping) }
+        guard gathered || state.outcomes.count >= batch || state.handlersRunning == 0 || state.stopping else {
+          return ([], false)
+        }
+        defer { state.outcomes = [] }
+        return (state.outcomes, false)
+      }
+      if stop { return }
+      if outcomes.isEmpty {
+        if state.withLock({ !$0.outcomes.isEmpty }) {
+          gathered = true
+          await Task.yield()
+        } else {
+          // Signalled by each ended handler and by the stop.
+          await completions.wait(timeout: nil)
+        }
+        continue
+      }
+      gathered = false
+      for start in stride(from: 0, to: outcomes.count, by: 1_000) {
+        await store(Array(outcomes[start..<min(start + 1_000, outcomes.count)]), owner: owner)
+      }
+    }
+  }
+
+  /// Stores `outcomes` with one fenced statement, again with backoff while the database cannot
+  /// be reached (or does not answer in time), until it answers; at shutdown, until the grace
+  /// period ended. Then frees the rows.
+  private func store(_ outcomes: [(row: ClaimedRow, outcome: HandlerOutcome)], owner: String) async {
+    let clock = ContinuousClock()
+    var backoff = Backoff()
+    var stored: [Int64: String]?
+    while stored == nil {
+      do {
+        stored = try await storeBatch(outcomes, owner: owner)
+      } catch {
+        let giveUp = state.withLock { state in
+          state.completerStopping && (state.storeDeadline.map { clock.now >= $0 } ?? true)
+        }
+        guard RemoteQueue.isUnreachable(error), !giveUp else {
+          logger.error(
+            "jobkit-postgres: could not store results; their leases will expire and the tasks run again",
+            metadata: [
+              "worker": "\(id)", "tasks": "\(outcomes.map(\.row.id))", "error": "\(String(reflecting: error))",
+            ])
+          break
+        }
+        let delay = backoff.next()
+        logger.warning(
+          "jobkit-postgres: storing results failed; retrying (fenced)",
+          metadata: [
+            "worker": "\(id)", "error": "\(String(reflecting: error))", "retry-in-ms": "\(Int(delay.seconds * 1000))",
+          ])
+        try? await Task.sleep(for: delay)
+      }
+    }
+    var stale: [ClaimedRow] = []
+    state.withLock { state in
+      for (row, _) in outcomes {
+        state.running[row.id] = nil
+        guard let stored else { continue }
+        switch stored[row.id] {
+        case nil:
+          state.statistics.stale += 1
+          stale.append(row)
+        case "completed": state.statistics.completed += 1
+        case "cancelled": state.statistics.cancelled += 1
+        default: state.statistics.failed += 1
+        }
+      }
+    }
+    for row in stale {
+      logger.warning(
+        "jobkit-postgres: stale result rejected (the row is no longer this worker's)",
+        metadata: ["worker": "\(id)", "task": "\(row.id)", "attempt": "\(row.attempt)"])
+    }
+    wake.signal()
+    drained.signal()
+  }
+
+  /// One fenced update for all of `outcomes`: a row is updated only if its attempt and owner are
+  /// still this run's and it is running. Returns each row's state: updated now, or found already
+  /// stored by this run and attempt (an earlier try of the same batch whose answer was lost);
+  /// a row missing from the answer was rejected by the fence.
+  private func storeBatch(
+    _ outcomes: [(row: ClaimedRow, outcome: HandlerOutcome)], owner: String
+  ) async throws -> [Int64: String] {
+    var ids: [Int64] = []
+    var attempts: [Int32] = []
+    // 0 completed, 1 failed for good, 2 failed and retryable, 3 cancelled by the handler.
+    var kinds: [Int32] = []
+    var outputs: [ByteBuffer] = []
+    var messages: [String] = []
+    var delays: [Double] = []
+    for (row, outcome) in outcomes {
+      ids.append(row.id)
+      attempts.append(Int32(row.attempt))
+      switch outcome {
+      case .success(let output):
+        kinds.append(0)
+        outputs.append(ByteBuffer(bytes: output))
+        messages.append("")
+        delays.append(0)
+      case .failure(let message, let retryable):
+        kinds.append(retryable ? 2 : 1)
+        outputs.append(ByteBuffer())
+        messages.append(message)
+        delays.append(retryDelay(afterAttempt: row.attempt))
+      case .cancelled:
+        kinds.append(3)
+        outputs.append(ByteBuffer())
+        messages.append("the handler threw CancellationError without a cancel request")
+        delays.append(0)
+      }
+    }
+    return try await queue.statement(
+      """
+      WITH c AS (
+        SELECT * FROM unnest(\(ids)::bigint[], \(attempts)::integer[], \(kinds)::integer[], \(outputs)::bytea[],
+          \(messages)::text[], \(delays)::float8[]) AS c(id, attempt, outcome, output, message, delay)
+      ), locked AS (
+        -- Locked in id order, as by every multi-row update of a worker: no deadlock.
+        SELECT t.id FROM jobkit_remote_tasks t JOIN c ON t.id = c.id WHERE t.owner = \(owner)
+        ORDER BY t.id FOR UPDATE OF t
+      ), stored AS (
+        UPDATE jobkit_remote_tasks t SET
+          state = CASE WHEN c.outcome = 0 THEN 'completed'
+            WHEN t.cancel_requested THEN 'cancelled'
+            WHEN c.outcome IN (2, 3) AND t.attempt < t.max_attempts THEN 'available' ELSE 'failed' END,
+          output = CASE WHEN c.outcome = 0 THEN c.output ELSE t.output END,
+          error_message = CASE WHEN c.outcome = 0 OR (c.outcome = 3 AND t.cancel_requested) THEN t.error_message
+            ELSE c.message END,
+          finished_at = CASE WHEN c.outcome = 0 OR t.cancel_requested
+            OR NOT (c.outcome IN (2, 3) AND t.attempt < t.max_attempts) THEN now() END,
+          lease_expires_at = NULL,
+          run_after = CASE WHEN c.outcome = 0 THEN t.run_after ELSE now() + make_interval(secs => c.delay) END
+        FROM c JOIN locked ON locked.id = c.id
+        WHERE t.id = c.id AND t.attempt = c.attempt AND t.owner = \(owner) AND t.state = 'running'
+        RETURNING t.id, t.state
+      )
+      SELECT id, state FROM stored
+      UNION ALL
+      SELECT t.id, t.state FROM jobkit_remote_tasks t JOIN c ON t.id = c.id AND t.attempt = c.attempt
+      WHERE t.owner = \(owner) AND t.state <> 'running'
+      """
+    ) { rows in
+      var stored: [Int64: String] = [:]
+      for try await (id, state) in rows.decode((Int64, String).self) {
+        stored[id] = state
+      }
+      return stored
+    }
+  }
+
+  /// The wait before the attempt after `attempt`: exponential, capped, jittered by ±50%.
+  func retryDelay(afterAttempt attempt: Int) -> Double {
+    let base =
+      configuration.retryInitialDelay.seconds * pow(max(1, configuration.retryMultiplier), Double(max(0, attempt - 1)))
+    let capped = min(base, configuration.retryMaxDelay.seconds)
+    return capped * Double.random(in: 0.5...1.5)
+  }
+}
