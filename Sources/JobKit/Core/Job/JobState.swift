@@ -120,6 +120,10 @@ struct JobState {
       forget(previous)
     }
     var queueNow = queue != nil && !waitsForDependencies && !waitsForAdmission
+    if waitsForAdmission, let queue {
+      // Waiting from now on, for inspection too, though it enters the line only once observed.
+      node.state.waitForAdmission(on: queue)
+    }
     var waitsForSlot = false
     if queueNow, node.group.limit != nil || node.group.rate != nil || suspension.isSuspended {
       queueNow = false

@@ -51,15 +51,15 @@ struct JobAdmission {
     return order == .all || current == nil
   }
 
-  /// `node` (unfinished, observed) enters: returns `true` if it leaves at once (and takes the
-  /// turn), else it waits in line for `queue`. While the job stops, every task leaves at once.
-  mutating func enter(_ node: TrackedTask, queue: OperationQueue, stopping: Bool) -> Bool {
-    if stopping { return true }
-    if line.isEmpty, admitsNext {
-      takeTurn(node)
+  /// `node` (unfinished, observed, its slot `.admission`) enters: returns `true` if it leaves
+  /// at once (and takes the turn), else it waits in line. While the job stops, every task
+  /// leaves at once.
+  mutating func enter(_ node: TrackedTask, stopping: Bool) -> Bool {
+    if stopping || (line.isEmpty && admitsNext) {
+      if !stopping { takeTurn(node) }
+      _ = node.state.leaveAdmission()
       return true
     }
-    node.state.waitForAdmission(on: queue)
     line.append(node)
     return false
   }
@@ -155,8 +155,8 @@ extension JobState {
   /// `node`, tracked for admission and observed now, enters the admission line. Returns its
   /// exit if it leaves at once.
   mutating func enterAdmission(_ node: TrackedTask, queue: OperationQueue) -> AdmissionExit? {
-    guard node.state.isUnfinished else { return nil }
-    guard admission.enter(node, queue: queue, stopping: phase.isStopping) else { return nil }
+    guard node.state.isWaitingForAdmission else { return nil }
+    guard admission.enter(node, stopping: phase.isStopping) else { return nil }
     return exit(node, queue)
   }
 

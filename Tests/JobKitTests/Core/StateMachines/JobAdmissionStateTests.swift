@@ -139,6 +139,22 @@ struct JobAdmissionStateTests {
     #expect(slots.count == 1)
   }
 
+  /// Tracked and not entered yet (its finish is being hooked): it counts as waiting already, so
+  /// a snapshot never lists it as started beside the task whose turn it is.
+  @Test func aTaskTrackedForAdmissionWaitsFromItsTrack() {
+    var state = state(.all)
+    _ = state.openAdmission()
+    let task = BlockOperation {}
+    let outcome = state.track(task, node: TrackedTask(job: job, task: task), queue: queue, waitsForAdmission: true)
+    guard case .tracked(let node, _, _, _, _, _) = outcome else {
+      Issue.record("not tracked")
+      return
+    }
+    #expect(state.tasksWaitingForAdmission.count == 1)
+    let exit = state.enterAdmission(node, queue: queue)
+    #expect(exit != nil && state.tasksWaitingForAdmission.isEmpty)
+  }
+
   /// A task that finished while in line (someone else queued it: misuse) leaves the line with
   /// its finish, so the line never holds a routed task.
   @Test func aTaskFinishedInLineLeavesIt() {
