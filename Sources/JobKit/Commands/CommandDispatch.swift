@@ -89,7 +89,7 @@ public final class CommandDispatch: GroupJob, @unchecked Sendable {
   /// sequential map, the next mapping whose guards approve gets its turn.
   override func groupTaskFinished(_ task: Operation) {
     super.groupTaskFinished(task)
-    guard !isConcurrent, !isCancelled, groupState.withLock({ $0.phase == .running }),
+    guard !isConcurrent, !isCancelled, isRunningTasks,
       let next = chooser.next()
     else { return }
     add(next)

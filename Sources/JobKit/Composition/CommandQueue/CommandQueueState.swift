@@ -5,9 +5,9 @@ import Foundation
 /// drains. Changed only by the pure transitions below, under the queue's lock.
 ///
 /// **Add versus stop.** Whether a command is cancelled with a burst or runs is decided by the
-/// burst's group, under its own lock (see ``GroupState``): an add racing `cancelAll()` is either
-/// cancelled and finished before the burst finishes, or rejected (the burst finished taking
-/// commands), and then `add` tries the next burst. So `cancelAll()` cancels every burst at once,
+/// burst's group, under its job's lock (an add is a track, see `GroupJob.add`): an add racing
+/// `cancelAll()` is either cancelled and finished before the burst finishes, or rejected (the
+/// burst's job finished), and then `add` tries the next burst. So `cancelAll()` cancels every burst at once,
 /// and waits for nothing. **One burst at a time (sequential).** A burst starts only once the `add`
 /// that made it returned and, in sequential mode, every older burst finished, so a command added
 /// after `cancelAll()` never runs beside a cancelled one that ignores the cancel.
@@ -32,7 +32,7 @@ struct CommandQueueState {
   /// Whether a burst waits for the older ones to finish before it starts.
   let isSequential: Bool
   var isPaused = false
-  /// Bumped by every pause and resume, so a group applies them in order (see ``GroupState/Hold``).
+  /// Bumped by every pause and resume, so a group applies them in order (see `JobAdmission.setPaused`).
   var holdGeneration: UInt64 = 0
   /// The burst new commands join, if one is running and still accepting.
   var open: ObjectIdentifier?

@@ -24,9 +24,9 @@ extension GroupJob {
   /// the finish is dropped at once), and releases it with no lock held, so what it captures may
   /// call back into the group from its `deinit`.
   public var onCancelled: (@Sendable () -> Void)? {
-    get { groupState.withLock { $0.currentCancellationHandler } }
+    get { withGroupState { $0.currentCancellationHandler } }
     set {
-      let released = groupState.withLock { $0.setCancellationHandler(newValue) }
+      let released = withGroupState { $0.setCancellationHandler(newValue) }
       _ = released  // released after the lock: the user's handler
     }
   }
@@ -54,7 +54,7 @@ extension GroupJob {
   /// its callbacks decide (see <doc:RoutingAndThreads>). Set it before the group runs; safe from
   /// any thread.
   public var propagatesTaskCancellation: Bool {
-    get { groupState.withLock { $0.propagatesTaskCancellation } }
-    set { groupState.withLock { $0.propagatesTaskCancellation = newValue } }
+    get { withGroupState { $0.propagatesTaskCancellation } }
+    set { withGroupState { $0.setPropagatesTaskCancellation(newValue) } }
   }
 }

@@ -2,18 +2,18 @@ import Foundation
 
 /// Inspecting a group (MGCommand's `commands`, `count` and `activeCommands`).
 extension GroupJob {
-  /// The tasks the group holds now: those it started and has not routed yet, in the order it
-  /// started them, then those waiting for their turn, in the order they were added.
+  /// The tasks the group holds now: those it started and has not routed yet, in the order they
+  /// were added, then those waiting for their turn, in the order they were added.
   ///
-  /// A task leaves the list once the group routed it (its per-task callback ran), or when a
-  /// cancel or a stop on failure dropped it before it started. Before the group starts, the list
-  /// is every task added so far; after it finished, it is empty. Tasks of a group made with
-  /// `init(taking:)` appear once pulled from the sequence, not before.
+  /// A task leaves the list once the group routed it (its per-task callback ran, or was skipped
+  /// because the group stopped: a task a cancel or a stop on failure dropped before it started
+  /// leaves once it finished without running). Before the group starts, the list is every task
+  /// added so far; after it finished, it is empty. Tasks of a group made with `init(taking:)`
+  /// appear once pulled from the sequence, not before.
   ///
-  /// A snapshot, read under the group's locks without asking any task anything: by the time you
-  /// read it, tasks may have started, finished or been added on other threads, and a task being
-  /// started at that very moment by another thread may be missing from it. Safe from any thread;
-  /// O(number of tasks held).
+  /// A snapshot, read under the job's lock without asking any task anything: by the time you
+  /// read it, tasks may have started, finished or been added on other threads. Safe from any
+  /// thread; O(number of tasks held).
   public var tasks: [Operation] {
     taskSnapshot().all
   }
@@ -36,25 +36,21 @@ extension GroupJob {
     taskSnapshot().running
   }
 
-  /// The waiting tasks (read first, under the group's lock), then the started ones (under the
-  /// job's lock). A task started between the two reads is seen in both and listed once, as
-  /// started.
+  /// The started tasks and the waiting ones (all tracked by the job, the waiting ones in its
+  /// admission line), read in one critical section of the job's lock.
   private func taskSnapshot() -> (all: [Operation], running: [Operation]) {
-    let waiting = groupState.withLock { $0.pending.all }
-    let started = trackedTaskSnapshot()
-    var seen = Set<OperationKey>()
+    let (tracked, waiting) = jobState.withLock { ($0.trackedTasks(), $0.tasksWaitingForAdmission) }
+    let waitingKeys = Set(waiting.map(OperationKey.init))
     var all: [Operation] = []
-    all.reserveCapacity(started.count + waiting.count)
+    all.reserveCapacity(tracked.count)
     var running: [Operation] = []
-    for entry in started where seen.insert(OperationKey(entry.task)).inserted {
+    for entry in tracked where !waitingKeys.contains(OperationKey(entry.task)) {
       all.append(entry.task)
       if !entry.hasFinished {
         running.append(entry.task)
       }
     }
-    for task in waiting where seen.insert(OperationKey(task)).inserted {
-      all.append(task)
-    }
+    all += waiting
     return (all, running)
   }
 }

@@ -103,7 +103,7 @@ open class SequentialGroup: GroupJob, @unchecked Sendable {
   /// Whether the first failed task ends the group, which then finishes with that task's error.
   /// Default `false`: the group runs every task and finishes with ``JobFailures``. Set it before the group runs; safe from any thread.
   public var stopsOnFailure: Bool {
-    get { groupState.withLock { $0.stopsOnFailure } }
-    set { groupState.withLock { $0.stopsOnFailure = newValue } }
+    get { withGroupState { $0.stopsOnFailure } }
+    set { withGroupState { $0.setStopsOnFailure(newValue) } }
   }
 }

@@ -191,7 +191,7 @@ extension JobController {
   }
 
   /// Carries out a stop: cancels timers, arms the grace period, cancels tasks, queues the tasks
-  /// a suspension held back, drains.
+  /// a suspension held back, starts those that waited for admission, drains.
   func performNow(_ actions: JobState.StopActions) {
     // Recorded before anything is cancelled, so that what is cancelled sees the job's reason.
     let reason = adoptCancellationReason(actions.reason)
@@ -209,8 +209,24 @@ extension JobController {
     if !actions.admitted.isEmpty {
       queueAdmitted(actions.admitted)
     }
+    for (task, queue) in actions.startsCancelled {
+      startWithoutRunning(task, orQueueOn: queue)
+    }
     performAdmissionEffects(actions.effects)
     drainIfIdle()
+  }
+
+  /// Starts `task`, cancelled before it was ever queued, on this thread, so it finishes at once
+  /// without running its work (a nested job's own stop then runs as a later step of this
+  /// thread's drain, see `ThreadDrain`). One that is not ready yet goes to `queue`, which starts
+  /// it once ready; one that runs or finished elsewhere is left alone.
+  private func startWithoutRunning(_ task: Operation, orQueueOn queue: OperationQueue) {
+    guard !task.isExecuting && !task.isFinished else { return }
+    if task.isReady {
+      task.start()
+    } else {
+      queue.addOperation(task)
+    }
   }
 
   /// A tracked `ConcurrentOperation` started while events were listened to.

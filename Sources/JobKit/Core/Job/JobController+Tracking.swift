@@ -13,23 +13,34 @@ extension JobController {
     _ task: Operation, node: TrackedTask, queue: OperationQueue?, replacing previous: TrackedTask? = nil,
     bounded: Bool = false
   ) -> TrackedTask? {
-    var mayQueue = true
+    var notes = TrackingNotes()
     return track(
       task, node: node, queue: queue, replacing: previous, waitsForDependencies: false, bounded: bounded,
-      mayQueue: &mayQueue)
+      notes: &notes)
   }
 
-  /// `track`, for a task that `waitsForDependencies` too (it is not queued now); `mayQueue` is
-  /// set to `false` if another job claimed the task's queueing (this one must never queue it).
+  /// What `track` tells a caller that asks: `mayQueue` is `false` if another job claimed the
+  /// task's queueing (this one must never queue it); `jobFinished` if it was not tracked because
+  /// the job finished (reported only if `reportsJobFinished`).
+  struct TrackingNotes {
+    var reportsJobFinished = true
+    var mayQueue = true
+    var jobFinished = false
+  }
+
+  /// `track`, for a task that `waitsForDependencies` (it is not queued now) or
+  /// `waitsForAdmission` (it enters the job's admission line once observed, see
+  /// `trackForAdmission`).
   func track(
     _ task: Operation, node: TrackedTask, queue: OperationQueue?, replacing previous: TrackedTask?,
-    waitsForDependencies: Bool, bounded: Bool = false, mayQueue mayQueueOut: inout Bool
+    waitsForDependencies: Bool, bounded: Bool = false, waitsForAdmission: Bool = false,
+    notes: inout TrackingNotes
   ) -> TrackedTask? {
     let thread = currentThreadID()
     let (outcome, role) = jobState.withLock { state in
       let outcome = state.track(
         task, node: node, queue: queue, replacing: previous, waitsForDependencies: waitsForDependencies,
-        bounded: bounded)
+        bounded: bounded, waitsForAdmission: waitsForAdmission)
       return (outcome, state.claimDrain(on: thread, inTrack: true))
     }
     var tracked: TrackedTask?
@@ -38,6 +49,8 @@ extension JobController {
     case .refused:
       break
     case .jobFinished:
+      notes.jobFinished = true
+      guard notes.reportsJobFinished else { break }
       reportMisuse(
         .trackedAfterJobFinished,
         "\(type(of: task)) was tracked after the job finished; it was neither tracked nor queued"
@@ -67,7 +80,7 @@ extension JobController {
         tracked = node
         routesAgain = true
       case .observed(let mayQueue, let installedHook):
-        mayQueueOut = mayQueue
+        notes.mayQueue = mayQueue
         // Before the task can start: its tracking time and start observer must be in place.
         if observesEvents {
           confirmTracked(task, node: node)
@@ -79,6 +92,9 @@ extension JobController {
         if let installedHook, !queuedNow {
           // Not queued here: the task may have finished while its block was being wrapped.
           CompletionBlockHook.signalIfFinishedWhileWrapping(task, installedHook)
+        }
+        if waitsForAdmission, mayQueue, let queue {
+          enterAdmission(node, queue: queue)
         }
         if waitsForSlot, mayQueue, let queue {
           let (admitted, effects) = jobState.withLock { state in
@@ -102,7 +118,7 @@ extension JobController {
   }
 
   /// Events are listened to: emits `taskTracked` and registers for the task's start.
-  private func confirmTracked(_ task: Operation, node: TrackedTask) {
+  func confirmTracked(_ task: Operation, node: TrackedTask) {
     let name = task.name
     let now = ContinuousClock.now
     let followers = withJobState { $0.confirmTracked(node, name: name, at: now) }
@@ -188,28 +204,6 @@ extension JobController {
     }
     queue.addOperation(task)
     return true
-  }
-}
-
-extension JobController {
-  /// The tasks the job tracks and has not routed yet, oldest tracked first, each with whether
-  /// its finish was observed (it then waits to be routed). For inspection by the floors above
-  /// (a group listing its tasks): the references are copied out under the job's lock, which
-  /// reads only the job's own bookkeeping, never a task's `isExecuting` or `isFinished`.
-  /// A snapshot: tasks tracked, finished or routed meanwhile on other threads are not reflected.
-  func trackedTaskSnapshot() -> [(task: Operation, hasFinished: Bool)] {
-    var newestFirst = jobState.withLock { state in
-      var tasks: [(task: Operation, hasFinished: Bool)] = []
-      tasks.reserveCapacity(state.registry.count)
-      for node in state.registry.nodes {
-        if let task = node.task {
-          tasks.append((task, node.state.isFinished))
-        }
-      }
-      return tasks
-    }
-    newestFirst.reverse()
-    return newestFirst
   }
 }
 

@@ -109,20 +109,6 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
     try await waitForFinishCancellingOnTaskCancel()
   }
 
-  /// Keeps the job from finishing, even with nothing tracked, until ``releaseHold()``: for a
-  /// job that will track more tasks from outside its callbacks (a group adding tasks from
-  /// another thread). Returns `false` (and holds nothing) if the job already finished.
-  @discardableResult
-  func holdOpen() -> Bool {
-    jobState.withLock { $0.holdOpen() }
-  }
-
-  /// Releases a hold taken with ``holdOpen()``. When the last one goes and nothing is tracked,
-  /// routing resumes: ``allTasksFinished()`` runs again (on this thread, if nobody routes).
-  func releaseHold() {
-    withJobState { $0.releaseHold() }
-  }
-
   /// Adds the job to `queue` unless ``startJob()``, ``run()`` or a parent job's `trackAndQueue`
   /// already queued it or it already started, without reporting
   /// ``JobKitError/Code/startedTwice`` (``run()`` and `runAndWait()` start a job only if nobody
@@ -274,9 +260,8 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// (a group's cancellation handler); does nothing by default.
   func jobWillFinish(cancelled: Bool) {}
 
-  /// The children a subclass keeps without tracking them yet (a group's tasks waiting for their
-  /// turn), to be suspended (`suspending`) or resumed with the tracked ones (for a resume: those
-  /// the suspension suspended). Called with no lock held, by the one thread telling the
-  /// children (`JobState.nextChildDelivery()`). None by default.
-  func untrackedChildren(suspending: Bool) -> [ConcurrentOperation] { [] }
+  /// Called with no lock held for each task leaving the job's admission line
+  /// (`JobAdmission`), before it can be queued, with the admission's shared object: a hook for
+  /// the floors above (a group hands its context down). Does nothing by default.
+  func prepareForAdmission(_ task: Operation, shared: AnyObject?) {}
 }

@@ -14,6 +14,10 @@ extension JobState {
     /// Tasks a suspension held back, let go by the stop: the caller queues them after the
     /// cancels, so they finish without running.
     var admitted: [Admission] = []
+    /// Tasks that waited for the job's admission, let go by the stop: after the cancels, the
+    /// caller starts each on its thread (it finishes at once, without running), or queues one
+    /// that is not ready.
+    var startsCancelled: [Admission] = []
     /// Held tasks that finished while the job was suspended: released with the actions, after
     /// the lock.
     var released: [TrackedTask] = []
@@ -46,6 +50,8 @@ extension JobState {
         break
       }
     }
+    // Cancelled above (they are tracked), started by the caller after the cancels.
+    actions.startsCancelled = releaseAdmissionForStop()
     return actions
   }
 }

@@ -32,13 +32,12 @@ struct JobState {
   /// `timeLimit`, and what admissions leave to do after the lock (`JobState+Limits.swift`).
   var timeLimit = TimeLimit()
   var admissionEffects = AdmissionEffects()
-  /// Holds taken with `holdOpen()`: while one is out, the job does not finish, even with nothing
-  /// tracked; `allTasksFinished()` runs again once the last is released.
-  private(set) var holds = 0
   /// Tasks held back while the job is suspended (`JobState+Suspension.swift`).
   var suspension = JobSuspension()
   /// Tasks waiting for their dependencies (`JobState+Dependencies.swift`); inactive until used.
   var dependencies = TaskDependencies<TrackedTask, DependencyWait>()
+  /// Which tasks tracked for admission may go on now (`Policies/JobAdmission.swift`).
+  var admission = JobAdmission()
 
   // MARK: Submission and start
 
@@ -94,10 +93,11 @@ struct JobState {
   /// `waitsForDependencies`: the task is neither queued nor admitted now; once its finish is
   /// observed, the caller hands it to `waitForDependencies` (`JobState+Dependencies.swift`).
   /// `bounded`: refuse the task if its group's bound on waiting tasks is reached
-  /// (`JobState+Limits.swift`).
+  /// (`JobState+Limits.swift`). `waitsForAdmission`: not queued now; once observed, the caller
+  /// hands it to `enterAdmission` (`Policies/JobAdmission.swift`).
   mutating func track(
     _ task: Operation, node: TrackedTask, queue: OperationQueue?, replacing previous: TrackedTask? = nil,
-    waitsForDependencies: Bool = false, bounded: Bool = false
+    waitsForDependencies: Bool = false, bounded: Bool = false, waitsForAdmission: Bool = false
   ) -> TrackOutcome {
     guard !phase.isFinished else { return .jobFinished }
     node.group = registry.group(for: type(of: task))
@@ -107,7 +107,8 @@ struct JobState {
       indexForDependencies(node, task, activating: waitsForDependencies)
     }
     progressChanged(progress.tracked(task))
-    let observesEvents = !listeners.isEmpty
+    // A task waiting for admission is observed once it leaves the line (`JobAdmission`).
+    let observesEvents = !listeners.isEmpty && !waitsForAdmission
     if observesEvents {
       let timing = TaskTiming()
       timing.trackedAt = previous?.timing?.trackedAt
@@ -118,7 +119,11 @@ struct JobState {
       replaced = previous.task
       forget(previous)
     }
-    var queueNow = queue != nil && !waitsForDependencies
+    var queueNow = queue != nil && !waitsForDependencies && !waitsForAdmission
+    if waitsForAdmission, let queue {
+      // Waiting from now on, for inspection too, though it enters the line only once observed.
+      node.state.waitForAdmission(on: queue)
+    }
     var waitsForSlot = false
     if queueNow, node.group.limit != nil || node.group.rate != nil || suspension.isSuspended {
       queueNow = false
@@ -317,7 +322,7 @@ struct JobState {
     if !phase.isStopping, let group = registry.nextDeferredGroup() {
       return .group(groupCallback(for: group))
     }
-    guard registry.isEmpty, holds == 0 else { return stallIfNothingCanProgress() }
+    guard registry.isEmpty else { return stallIfNothingCanProgress() }
     switch phase.stop {
     case nil:
       emit(.allTasksFinished)
@@ -332,13 +337,13 @@ struct JobState {
   /// Whether ``nextStep()`` may have something to do (checked when a thread asks to drain).
   var hasStepDue: Bool {
     guard phase.runsSteps else { return false }
-    return (registry.hasDeferredGroups && !phase.isStopping) || (registry.isEmpty && holds == 0)
+    return (registry.hasDeferredGroups && !phase.isStopping) || registry.isEmpty
       || (dependencies.isActive && (dependencies.hasReleased || isStalled))
   }
 
   /// `allTasksFinished()` returned. Returns the finish if it tracked nothing new, else `nil`.
   mutating func allTasksFinishedReturned() -> JobFinish? {
-    guard registry.isEmpty, holds == 0 else { return nil }
+    guard registry.isEmpty else { return nil }
     if case .failed(let error) = phase.stop { return finish(error) }
     if !phase.isStopping, failurePolicy == .collect, !failures.isEmpty {
       return finish(JobFailures(failures))
@@ -362,21 +367,5 @@ struct JobState {
     return JobFinish(
       error: error, stop: stop, graceTimer: graceTimer, timeLimitTimer: timeLimit.end(),
       droppedGroups: droppedGroups, effects: takeAdmissionEffects())
-  }
-
-  // MARK: Holds
-
-  /// Takes a hold that keeps the job from finishing. Returns `false` if it already finished.
-  mutating func holdOpen() -> Bool {
-    guard !phase.isFinished else { return false }
-    holds += 1
-    return true
-  }
-
-  /// Releases a hold. Once the last one is gone with nothing tracked, `allTasksFinished()` is
-  /// due: the caller asks to drain.
-  mutating func releaseHold() {
-    guard holds > 0 else { return }
-    holds -= 1
   }
 }

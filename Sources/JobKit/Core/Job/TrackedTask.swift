@@ -6,7 +6,9 @@ import Foundation
 /// state).
 ///
 /// `job`, `group`, `operation`, `retry` and `timing` (the reference) never change after
-/// publication (the job's `track` transition sets `group`, under its lock, before it); `task` and `state` are only touched under the job's lock, or by the job's single
+/// publication (the job's `track` transition sets `group`, under its lock, before it; a task
+/// waiting for admission gets `timing` under the lock as it leaves the line, before it can
+/// start); `task` and `state` are only touched under the job's lock, or by the job's single
 /// router after the task finished.
 ///
 /// Usable from inlinable code, so that a client's `trackAndQueue(_:completion:)` makes its
@@ -39,9 +41,10 @@ class TrackedTask: OperationFinishObserver, OperationStartObserver, @unchecked S
   /// Set for a task tracked with a retry policy (before publication, by `trackAttempt`); exclusivity
   /// unchecked: never written after publication.
   @exclusivity(unchecked) var retry: RetryAttempt?
-  /// Set while events are listened to (before publication, in the job's `track` transition):
-  /// the task's start and finish are timed. `nil` for a task nobody observes, so events cost
-  /// nothing when unused. Exclusivity unchecked: never written after publication.
+  /// Set while events are listened to (before publication, in the job's `track` transition, or
+  /// as it leaves the admission line): the task's start and finish are timed. `nil` for a task
+  /// nobody observes, so events cost nothing when unused. Exclusivity unchecked: written once,
+  /// under the job's lock, before the task can start.
   @exclusivity(unchecked) var timing: TaskTiming?
 
   /// A node for `task`, made with no lock held; the job's `track` transition gives it its
@@ -103,8 +106,9 @@ final class TrackedTaskWithCompletion<Task: Operation>: TrackedTask, @unchecked 
 /// ```
 ///
 /// A job-queued task's `slot` goes `none` → `holding` (a limited group's free slot), or through
-/// `waiting(queue)` (its group's line) or `suspended(queue)` (held back while its job is
-/// suspended, then `none` again at the resume), before it is queued.
+/// `admission(queue)` (its job's admission line, then `none` once admitted), `waiting(queue)`
+/// (its group's line) or `suspended(queue)` (held back while its job is suspended, then `none`
+/// again at the resume), before it is queued.
 ///
 /// Only changed under the job's lock (or by the router once the task finished). Transitions
 /// return what the caller must do after releasing it; none calls anything.
@@ -136,6 +140,8 @@ enum TaskState {
     case suspended(OperationQueue)
     /// In its group's line; goes to `queue` once admitted.
     case waiting(OperationQueue)
+    /// In its job's admission line (`JobAdmission`); asks for a slot once admitted.
+    case admission(OperationQueue)
     /// Holds one of its group's slots until it finishes (or its attempt fails and waits).
     case holding
   }
@@ -184,6 +190,8 @@ enum TaskState {
     /// It was still waiting in its group's line (someone else queued it: misuse): the caller
     /// takes it out of the line, so that the line never holds a routed node's last reference.
     var leftLine = false
+    /// The line it was in is its job's admission line (`leftLine` is set too).
+    var leftAdmission = false
 
     var timer: (any JobTimer)? { box?.timer }
 
@@ -195,6 +203,10 @@ enum TaskState {
 
     init(_ slot: Slot, _ timeout: Timeout) {
       self.init(slot: slot.isHolding, timer: timeout.timer, leftLine: slot.isWaiting)
+      if case .admission = slot {
+        leftLine = true
+        leftAdmission = true
+      }
     }
   }
 
@@ -357,40 +369,5 @@ extension TaskState.Timeout {
   var timer: TimerBox? {
     if case .armed(let timer) = self { return timer }
     return nil
-  }
-}
-
-/// What routing a finished task needs to know of it, read by the thread that saw it finish with
-/// no lock held (its `error`, `isCancelled` and `name` may be the user's code), so that the
-/// routing decision can be taken under the lock in the same step that takes the task. A class,
-/// so that a task's state stays small: a plain task shares ``nothing``.
-final class FinishReport: Sendable {
-  /// A ``ConcurrentOperation``'s error.
-  let error: (any Error)?
-  /// Foundation's `isCancelled`, read only for a failed task (`nil` when not read).
-  let isCancelled: Bool?
-  /// The task's `name`, read only while events are listened to.
-  let name: String?
-  /// Why the task was stopped (its `cancellationReason`, unless a plain `cancel()`'s), read
-  /// only while events are listened to: its `taskFinished` event carries it.
-  let reason: (any Error)?
-
-  /// The report of a task that did not fail and whose events nobody listens to.
-  static let nothing = FinishReport()
-
-  init(error: (any Error)? = nil, isCancelled: Bool? = nil, name: String? = nil, reason: (any Error)? = nil) {
-    self.error = error
-    self.isCancelled = isCancelled
-    self.name = name
-    self.reason = reason
-  }
-}
-
-/// A scheduled timer, boxed so that a task's state stays small (most tasks have none).
-final class TimerBox: Sendable {
-  let timer: any JobTimer
-
-  init(_ timer: any JobTimer) {
-    self.timer = timer
   }
 }

@@ -224,7 +224,7 @@ extension JobController {
   /// last step looks again, until the children were told the latest state.
   private func deliverSuspensionToChildren() {
     guard let (suspend, children) = jobState.withLock({ $0.nextChildDelivery() }) else { return }
-    var steps: [() -> Void] = (untrackedChildren(suspending: suspend) + children).map { child in
+    var steps: [() -> Void] = children.map { child in
       suspend ? { child.suspend() } : { child.resume() }
     }
     steps.append { self.deliverSuspensionToChildren() }

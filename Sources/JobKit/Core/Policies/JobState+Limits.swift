@@ -182,7 +182,9 @@ extension JobState {
   /// goes back, a slot to the next waiting tasks (returned, to be queued by the caller), or its
   /// place in the line if it never got one (someone else queued it).
   mutating func giveBack(_ release: TaskState.Release, of node: TrackedTask) -> [Admission] {
-    if release.leftLine {
+    if release.leftAdmission {
+      admission.leave(node)
+    } else if release.leftLine {
       node.group.leaveLine(node)
     }
     return release.slot ? releaseSlot(in: node.group) : []

@@ -58,10 +58,10 @@ extension JobController {
   ) -> Bool {
     var queue: OperationQueue?
     if case .queue(let taskQueue) = target { queue = taskQueue }
-    var mayQueue = true
+    var notes = TrackingNotes()
     guard
       let node = track(
-        task, node: node, queue: queue, replacing: nil, waitsForDependencies: true, mayQueue: &mayQueue)
+        task, node: node, queue: queue, replacing: nil, waitsForDependencies: true, notes: &notes)
     else { return false }
     // Read with a window open (the job remembers what it routes meanwhile): a dependency not
     // finished now is tracked (and routed later, or meanwhile) or not tracked yet.
@@ -70,7 +70,7 @@ extension JobController {
       TaskDependencies<TrackedTask, DependencyWait>.Named(
         key: ObjectIdentifier(dependency), object: dependency, finishedBefore: dependency.isFinished)
     }
-    let wait = DependencyWait(task: task, dependencies: dependencies, target: mayQueue ? target : .none)
+    let wait = DependencyWait(task: task, dependencies: dependencies, target: notes.mayQueue ? target : .none)
     if let released = withJobState({ $0.waitForDependencies(node, named, wait, window: window) }) {
       performReleases([released])
     }

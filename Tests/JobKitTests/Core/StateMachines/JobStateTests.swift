@@ -268,33 +268,6 @@ struct JobStateTests {
     #expect(check24)
   }
 
-  @Test func aHoldKeepsAnEmptyJobFromFinishingUntilItIsReleased() {
-    var state = started()
-    let held = state.holdOpen()
-    #expect(held)
-    state.mainReturned()
-    let check30 = state.claimDrain(on: 1) == .none  // a held job with nothing tracked waits
-    #expect(check30)
-    state.releaseHold()  // the last hold, nothing tracked, nobody drains
-    let check31 = state.claimDrain(on: 2) == .drainer
-    #expect(check31)
-    let check32 = next(&state, on: 2) == "all"
-    #expect(check32)
-    let again = state.holdOpen()  // taken inside allTasksFinished(): the job does not finish
-    #expect(again)
-    let check33 = state.drainAfterAllTasksFinished() == nil
-    #expect(check33)
-    state.releaseHold()
-    let check34 = state.claimDrain(on: 3) == .none  // 2 still drains
-    #expect(check34)
-    let check35 = next(&state, on: 2) == "all"
-    #expect(check35)
-    let check36 = state.drainAfterAllTasksFinished() != nil
-    #expect(check36)
-    let afterFinish = state.holdOpen()
-    #expect(!afterFinish)
-  }
-
   @Test func theRegistryListsUnfinishedNodesAndUnlinksThemInAnyOrder() {
     var registry = TaskRegistry()
     let group = TaskGroupEntry(type: Alpha.self)

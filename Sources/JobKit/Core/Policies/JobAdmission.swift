@@ -1,0 +1,260 @@
+import Foundation
+
+/// A job's admission policy: which of the tasks tracked to wait for it
+/// (`JobController.trackForAdmission`, a group's added tasks) may go on to their queue now, in
+/// the order they entered its line. Owned by `JobState` as `admission`; inactive, and free, for
+/// a job that never configured it (one Bool read per finish that left a line).
+///
+/// - `all` (a concurrent group): every task, once the admission is open;
+/// - `oneAtATime` (a sequential group): the next only once the one before it is `done`.
+///
+/// Closed until the job's `main()` opens it, paused from outside (`setPaused`, each change with
+/// a generation, so a stale change arriving late is dropped), or blocked (a source that comes
+/// first). A stop lets every waiting task go at once, cancelled (they finish without running),
+/// and a task that enters while the job stops goes at once too. Once it leaves the line, a task
+/// asks its group for a slot (`admitOrWait`: limits, a suspension) as any job-queued task does.
+struct JobAdmission {
+  enum Order {
+    case all
+    case oneAtATime
+  }
+
+  private(set) var isActive = false
+  private var order = Order.all
+  private var isOpen = false
+  private var isPaused = false
+  private var pauseGeneration: UInt64 = 0
+  private var isBlocked = false
+  /// `oneAtATime`: the task that left the line and is not done yet.
+  private var current: ObjectIdentifier?
+  /// Waiting tasks, oldest first; each one's slot is `.admission(queue)`.
+  private var line = Line<TrackedTask>()
+  /// What every task leaving the line is handed before it is queued (a group's context), by
+  /// `JobController.prepareForAdmission`.
+  private(set) var shared: AnyObject?
+
+  /// Replaces `shared`. Returns the one replaced, for the caller to release after the lock.
+  mutating func replaceShared(with object: AnyObject?) -> AnyObject? {
+    exchange(&shared, with: object)
+  }
+
+  /// Admits in `order` from now on; `blocked` until `setBlocked(false)`.
+  mutating func activate(_ order: Order, blocked: Bool) {
+    isActive = true
+    self.order = order
+    isBlocked = blocked
+  }
+
+  /// Whether the next task in line may leave it now.
+  private var admitsNext: Bool {
+    guard isOpen, !isPaused, !isBlocked else { return false }
+    return order == .all || current == nil
+  }
+
+  /// `node` (unfinished, observed, its slot `.admission`) enters: returns `true` if it leaves
+  /// at once (and takes the turn), else it waits in line. While the job stops, every task
+  /// leaves at once.
+  mutating func enter(_ node: TrackedTask, stopping: Bool) -> Bool {
+    if stopping || (line.isEmpty && admitsNext) {
+      if !stopping { takeTurn(node) }
+      _ = node.state.leaveAdmission()
+      return true
+    }
+    line.append(node)
+    return false
+  }
+
+  private mutating func takeTurn(_ node: TrackedTask) {
+    if order == .oneAtATime {
+      current = ObjectIdentifier(node.operation)
+    }
+  }
+
+  /// The next task that may leave the line now, with its queue; `nil` if none may.
+  mutating func next() -> (node: TrackedTask, queue: OperationQueue)? {
+    // Every node in line waits: a node that finishes meanwhile leaves it (`leave`).
+    while admitsNext, let node = line.popFirst() {
+      guard let queue = node.state.leaveAdmission() else { continue }
+      takeTurn(node)
+      return (node, queue)
+    }
+    return nil
+  }
+
+  /// The job's `main()` begins.
+  mutating func open() {
+    isOpen = true
+  }
+
+  /// `task`, admitted in its turn, is done (its per-task callback runs): the next may go.
+  /// Returns whether the turn was `task`'s.
+  mutating func done(_ task: Operation) -> Bool {
+    guard current == ObjectIdentifier(task) else { return false }
+    current = nil
+    return true
+  }
+
+  /// Pauses or goes on (change number `generation`; an older one than applied is dropped).
+  mutating func setPaused(_ paused: Bool, generation: UInt64) {
+    guard generation >= pauseGeneration else { return }
+    pauseGeneration = generation
+    isPaused = paused
+  }
+
+  /// How many tasks wait in line.
+  var waitingCount: Int { line.count }
+
+  mutating func setBlocked(_ blocked: Bool) {
+    isBlocked = blocked
+  }
+
+  /// The job stops: every waiting task leaves, oldest first.
+  mutating func releaseAll() -> [(node: TrackedTask, queue: OperationQueue)] {
+    isOpen = true
+    isPaused = false
+    isBlocked = false
+    order = .all
+    var released: [(node: TrackedTask, queue: OperationQueue)] = []
+    while let next = next() {
+      released.append(next)
+    }
+    return released
+  }
+
+  /// `node` finished (or its attempt failed) while in line, queued by someone else (misuse):
+  /// it leaves the line, while the caller still holds it (so nothing is released here).
+  mutating func leave(_ node: TrackedTask) {
+    line.removeFirst { $0 === node }
+  }
+}
+
+/// A task leaving its job's admission line: `ready` if it may be queued at once (no
+/// suspension, no limit of its group); else the caller hands it to `admitAfterAdmission`.
+/// Either way after the lock, once the floor above gave it what it needs before it starts (a
+/// group's context: `shared`), so that nobody can queue it before.
+struct AdmissionExit {
+  let node: TrackedTask
+  let task: Operation
+  let queue: OperationQueue
+  let ready: Bool
+  /// The admission's `shared` object.
+  let shared: AnyObject?
+  /// Events are listened to: the task is timed from here, and the caller confirms its tracking
+  /// (`taskTracked`, and its start observed) before it is queued. For events, a task waiting
+  /// for admission is tracked when it leaves the line, as it was before the admission existed:
+  /// a group's tasks, added before anyone could listen, are seen once they start.
+  let observesEvents: Bool
+}
+
+extension JobState {
+  /// Makes the job admit the tasks tracked for admission in `order` (before it is shared).
+  mutating func activateAdmission(_ order: JobAdmission.Order, blocked: Bool = false) {
+    admission.activate(order, blocked: blocked)
+  }
+
+  /// `node`, tracked for admission and observed now, enters the admission line. Returns its
+  /// exit if it leaves at once.
+  mutating func enterAdmission(_ node: TrackedTask, queue: OperationQueue) -> AdmissionExit? {
+    guard node.state.isWaitingForAdmission else { return nil }
+    guard admission.enter(node, stopping: phase.isStopping) else { return nil }
+    return exit(node, queue)
+  }
+
+  /// The job's `main()` begins: the tasks that may go now leave the line.
+  mutating func openAdmission() -> [AdmissionExit] {
+    admission.open()
+    return exitsFromLine()
+  }
+
+  /// `task`'s turn is over (see `JobAdmission.done`, one at a time): the next task, if any,
+  /// leaves the line.
+  mutating func admissionDone(_ task: Operation) -> AdmissionExit? {
+    guard admission.done(task), let (node, queue) = admission.next() else { return nil }
+    return exit(node, queue)
+  }
+
+  /// Pauses or resumes the admission (see `JobAdmission.setPaused`).
+  mutating func setAdmissionPaused(_ paused: Bool, generation: UInt64) -> [AdmissionExit] {
+    admission.setPaused(paused, generation: generation)
+    return exitsFromLine()
+  }
+
+  /// Blocks or unblocks the admission (a source that comes first).
+  mutating func setAdmissionBlocked(_ blocked: Bool) -> [AdmissionExit] {
+    admission.setBlocked(blocked)
+    return exitsFromLine()
+  }
+
+  /// The tasks waiting in the admission line now, oldest first (for inspection).
+  var tasksWaitingForAdmission: [Operation] {
+    var tasks: [Operation] = []
+    for node in registry.nodes where node.state.isWaitingForAdmission {
+      if let task = node.task { tasks.append(task) }
+    }
+    tasks.reverse()
+    return tasks
+  }
+
+  /// `exit.node`s that were not `ready`: each asks its group for a slot now. Returns those
+  /// admitted, for the caller to queue.
+  mutating func admitAfterAdmission(_ exits: [AdmissionExit]) -> [Admission] {
+    var admitted: [Admission] = []
+    for exit in exits where !exit.ready && admitOrWait(exit.node, queue: exit.queue) {
+      admitted.append((exit.task, exit.queue))
+    }
+    return admitted
+  }
+
+  /// A stop lets every waiting task go (cancelled by the same stop): each asks its group for a
+  /// slot. Returns those admitted, to queue after the cancels.
+  mutating func releaseAdmissionForStop() -> [Admission] {
+    guard admission.isActive else { return [] }
+    var admitted: [Admission] = []
+    for (node, queue) in admission.releaseAll() where admitOrWait(node, queue: queue) {
+      if let task = node.task { admitted.append((task, queue)) }
+    }
+    return admitted
+  }
+
+  private mutating func exitsFromLine() -> [AdmissionExit] {
+    var exits: [AdmissionExit] = []
+    while let (node, queue) = admission.next() {
+      if let exit = exit(node, queue) { exits.append(exit) }
+    }
+    return exits
+  }
+
+  private func exit(_ node: TrackedTask, _ queue: OperationQueue) -> AdmissionExit? {
+    guard let task = node.task else { return nil }
+    let group: TaskGroupEntry = node.group
+    let ready = !suspension.isSuspended && group.limit == nil && group.rate == nil
+    let observesEvents = !listeners.isEmpty && node.timing == nil
+    if observesEvents {
+      // Before the task can start or finish: it is queued only after this lock.
+      node.timing = TaskTiming()
+    }
+    return AdmissionExit(
+      node: node, task: task, queue: queue, ready: ready, shared: admission.shared, observesEvents: observesEvents)
+  }
+}
+
+extension TaskState {
+  /// The unfinished task, without a slot, waits in its job's admission line for `queue`.
+  mutating func waitForAdmission(on queue: OperationQueue) {
+    guard case .unfinished(.none, let timeout) = self else { return }
+    self = .unfinished(slot: .admission(queue), timeout: timeout)
+  }
+
+  /// The task leaves its job's admission line. Returns its queue, or `nil` (and changes
+  /// nothing) if it no longer waits there.
+  mutating func leaveAdmission() -> OperationQueue? {
+    guard case .unfinished(.admission(let queue), let timeout) = self else { return nil }
+    self = .unfinished(slot: .none, timeout: timeout)
+    return queue
+  }
+
+  var isWaitingForAdmission: Bool {
+    if case .unfinished(.admission, _) = self { return true }
+    return false
+  }
+}

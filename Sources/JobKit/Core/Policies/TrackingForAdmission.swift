@@ -1,0 +1,74 @@
+import Foundation
+
+/// Tracking a task that waits for its job's admission (`JobAdmission`): the job's side.
+extension JobController {
+  enum AdmissionTracking {
+    /// Tracked: it waits in the admission line, or went on (queued, or held by a limit or a
+    /// suspension).
+    case tracked
+    /// The job tracks it already (reported).
+    case duplicate
+    /// The job finished: not tracked (reported only if asked to).
+    case jobFinished
+  }
+
+  /// Tracks `task` with `node` (made by the caller, with no lock held) to wait in the job's
+  /// admission line for ``taskQueue``: it is observed first, then enters the line, so no
+  /// admission can queue it before its finish is heard. While the job stops, it is tracked,
+  /// cancelled and queued at once, and the job waits for it.
+  func trackForAdmission(_ task: Operation, node: TrackedTask, reportsJobFinished: Bool) -> AdmissionTracking {
+    var notes = TrackingNotes(reportsJobFinished: reportsJobFinished)
+    let tracked = track(
+      task, node: node, queue: taskQueue, replacing: nil, waitsForDependencies: false, waitsForAdmission: true,
+      notes: &notes)
+    if tracked != nil { return .tracked }
+    return notes.jobFinished ? .jobFinished : .duplicate
+  }
+
+  /// `node`, tracked for admission, is observed now: it enters the line, or goes on at once.
+  func enterAdmission(_ node: TrackedTask, queue: OperationQueue) {
+    if let exit = jobState.withLock({ $0.enterAdmission(node, queue: queue) }) {
+      performAdmissionExit(exit)
+    }
+  }
+
+  /// Carries out what an admission transition let go, with no lock held: each task is
+  /// prepared (``prepareForAdmission(_:shared:)``), then queued if `ready`; the others ask their
+  /// group for a slot (limits, a suspension) in one more lock.
+  func performAdmissionExits(_ exits: [AdmissionExit]) {
+    var asksForSlots = false
+    for exit in exits where !prepareAndQueue(exit) {
+      asksForSlots = true
+    }
+    if asksForSlots {
+      admitAfterAdmission(exits)
+    }
+  }
+
+  /// `performAdmissionExits` for one exit (a step of a sequential group): no array.
+  func performAdmissionExit(_ exit: AdmissionExit) {
+    if !prepareAndQueue(exit) {
+      admitAfterAdmission([exit])
+    }
+  }
+
+  /// Prepares `exit`'s task and queues it if it is `ready`. Returns whether it was ready.
+  private func prepareAndQueue(_ exit: AdmissionExit) -> Bool {
+    if exit.observesEvents {
+      confirmTracked(exit.task, node: exit.node)
+    }
+    prepareForAdmission(exit.task, shared: exit.shared)
+    guard exit.ready else { return false }
+    enqueue(exit.task, on: exit.queue)
+    return true
+  }
+
+  /// The exits that were not ready ask their group for a slot; those admitted are queued.
+  private func admitAfterAdmission(_ exits: [AdmissionExit]) {
+    let (admitted, effects) = jobState.withLock { state in
+      (state.admitAfterAdmission(exits), state.takeAdmissionEffects())
+    }
+    performAdmissionEffects(effects)
+    queueAdmitted(admitted)
+  }
+}
