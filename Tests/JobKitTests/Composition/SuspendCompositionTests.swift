@@ -178,7 +178,7 @@ struct SuspendCompositionTests {
 
   /// Whether the pipeline's Swift task waits for the resume at a checkpoint.
   private func waitsAtCheckpoint(_ pipeline: ConcurrentOperation) -> Bool {
-    pipeline.state.withLock { !$0.suspension.waiters.isEmpty }
+    pipeline.state.withLock { $0.suspension.waiters.hasRegistered }
   }
 
   @Test func aSuspendedPipelineStartsNoNextStepUntilTheResume() async throws {

@@ -46,18 +46,16 @@ struct CommandQueueState {
   var nextReport: UInt64 = 0
   /// Callers of `drained()`, each waiting for the bursts that were running when it was called,
   /// then for the `onDrained` calls that report them.
-  var drainWaiters: [UInt64: DrainWait] = [:]
-  var nextWaiter: UInt64 = 0
+  var drainWaiters = Waiters<DrainWait, Void>()
 
+  /// What a `drained()` caller waits for.
   enum DrainWait {
-    /// `drained()` began but has not registered its continuation yet.
-    case created
-    /// Its task was cancelled before it registered.
-    case cancelled
-    /// Waits for these bursts to finish.
-    case waiting(pending: Set<ObjectIdentifier>, CheckedContinuation<Void, Never>)
-    /// Its bursts finished; waits for these `onDrained` calls (every one begun by then) to return.
-    case reporting(Set<UInt64>, CheckedContinuation<Void, Never>)
+    /// These bursts to finish.
+    case bursts(Set<ObjectIdentifier>)
+    /// Its bursts finished just now (within ``burstFinished(_:failures:)``).
+    case burstsFinished
+    /// These `onDrained` calls (every one begun once its bursts finished) to return.
+    case reports(Set<UInt64>)
   }
 
   init(isSequential: Bool) {
@@ -172,28 +170,25 @@ struct CommandQueueState {
       end.start = next.group
     }
     failures += burstFailures
-    var finished: [(UInt64, CheckedContinuation<Void, Never>)] = []
-    for (waiter, wait) in drainWaiters {
-      guard case .waiting(var pending, let continuation) = wait else { continue }
+    var someFinished = false
+    _ = drainWaiters.advance { wait in
+      guard case .bursts(var pending) = wait else { return wait }
       pending.remove(id)
-      if pending.isEmpty {
-        finished.append((waiter, continuation))
-      } else {
-        drainWaiters[waiter] = .waiting(pending: pending, continuation)
-      }
+      guard pending.isEmpty else { return .bursts(pending) }
+      someFinished = true
+      return .burstsFinished
     }
-    if let onDrained, bursts.isEmpty || (!finished.isEmpty && !failures.isEmpty) {
+    if let onDrained, bursts.isEmpty || (someFinished && !failures.isEmpty) {
       end.report = beginReport(onDrained)
     } else if bursts.isEmpty {
       end.dropped = failures  // no handler takes them
       failures = []
     }
-    for (waiter, continuation) in finished {
-      if reporting.isEmpty {
-        drainWaiters[waiter] = nil
-        end.waiters.append(continuation)
-      } else {
-        drainWaiters[waiter] = .reporting(reporting, continuation)
+    if someFinished {
+      let reporting = self.reporting
+      end.waiters = drainWaiters.advance { wait in
+        guard case .burstsFinished = wait else { return wait }
+        return reporting.isEmpty ? nil : .reports(reporting)
       }
     }
     return end
@@ -211,24 +206,15 @@ struct CommandQueueState {
   /// bursts finished and who wait for no other call.
   mutating func reportReturned(_ id: UInt64) -> [CheckedContinuation<Void, Never>] {
     reporting.remove(id)
-    var resumed: [CheckedContinuation<Void, Never>] = []
-    for (waiter, wait) in drainWaiters {
-      guard case .reporting(var calls, let continuation) = wait, calls.remove(id) != nil else { continue }
-      if calls.isEmpty {
-        drainWaiters[waiter] = nil
-        resumed.append(continuation)
-      } else {
-        drainWaiters[waiter] = .reporting(calls, continuation)
-      }
+    return drainWaiters.advance { wait in
+      guard case .reports(var calls) = wait, calls.remove(id) != nil else { return wait }
+      return calls.isEmpty ? nil : .reports(calls)
     }
-    return resumed
   }
 
   /// A new `drained()` caller's identity.
   mutating func makeDrainWaiter() -> UInt64 {
-    nextWaiter += 1
-    drainWaiters[nextWaiter] = .created
-    return nextWaiter
+    drainWaiters.makeWaiter()
   }
 
   /// Registers `drained()` caller `id` to be resumed once every running burst finished and the
@@ -236,30 +222,17 @@ struct CommandQueueState {
   /// returned). Returns `false` (registering nothing) when there is nothing to wait for or the
   /// caller was cancelled: resume it now.
   mutating func awaitDrain(_ id: UInt64, _ continuation: CheckedContinuation<Void, Never>) -> Bool {
-    guard case .created = drainWaiters[id], !bursts.isEmpty || !reporting.isEmpty else {
-      drainWaiters[id] = nil
+    guard !bursts.isEmpty || !reporting.isEmpty else {
+      drainWaiters.remove(id)
       return false
     }
-    if bursts.isEmpty {
-      drainWaiters[id] = .reporting(reporting, continuation)
-    } else {
-      drainWaiters[id] = .waiting(pending: Set(bursts.map { ObjectIdentifier($0.group) }), continuation)
-    }
-    return true
+    let wait = bursts.isEmpty ? DrainWait.reports(reporting) : .bursts(Set(bursts.map { ObjectIdentifier($0.group) }))
+    return drainWaiters.register(id, waitingFor: wait, continuation)
   }
 
   /// The task of `drained()` caller `id` was cancelled. Returns its continuation to resume now,
   /// if it was waiting.
   mutating func cancelDrainWait(_ id: UInt64) -> CheckedContinuation<Void, Never>? {
-    switch drainWaiters[id] {
-    case .created:
-      drainWaiters[id] = .cancelled
-      return nil
-    case .waiting(_, let continuation), .reporting(_, let continuation):
-      drainWaiters[id] = nil
-      return continuation
-    case .cancelled, nil:
-      return nil
-    }
+    drainWaiters.cancel(id)
   }
 }

@@ -4,11 +4,8 @@
 struct OperationSuspension {
   var isSuspended = false
   var generation: UInt64 = 0
-  /// Swift tasks waiting for the resume (`ConcurrentOperation.waitWhileSuspended()`), by id.
-  var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
-  /// Waiters whose Swift task was cancelled before they were registered.
-  var cancelledWaiters: Set<UInt64> = []
-  var lastWaiterID: UInt64 = 0
+  /// Swift tasks waiting for the resume (`ConcurrentOperation.waitWhileSuspended()`).
+  var waiters = Waiters<Void, Void>()
   /// A stop without a cancel (a job's `fail(_:)`) ended the suspension for good: like a cancel,
   /// it makes a later `suspend()` a no-op.
   var isRefused = false
@@ -49,8 +46,7 @@ extension OperationState {
     suspension.isSuspended = false
     suspension.generation += 1
     let change = SuspensionChange(isSuspended: false, generation: suspension.generation)
-    let waiters = Array(suspension.waiters.values)
-    suspension.waiters = [:]
+    let waiters = suspension.waiters.releaseAll()
     guard phase == .deferred else { return .resumed(change, runsStart: false, observers: [], waiters: waiters) }
     phase = .starting(cancelPending: false)
     let observers = exchange(&startObservers, with: [])
@@ -66,24 +62,23 @@ extension OperationState {
     return resume()
   }
 
-  /// A new id for `addWaiter`.
+  /// A new waiter for the resume, before its continuation exists (see ``Waiters``).
   mutating func nextWaiterID() -> UInt64 {
-    suspension.lastWaiterID += 1
-    return suspension.lastWaiterID
+    suspension.waiters.makeWaiter()
   }
 
   /// Registers a Swift task waiting for the resume. Returns `false` (registering nothing) when
   /// the operation is not suspended or the waiter was cancelled first: the caller resumes it.
   mutating func addWaiter(_ id: UInt64, _ continuation: CheckedContinuation<Void, Never>) -> Bool {
-    guard suspension.cancelledWaiters.remove(id) == nil, suspension.isSuspended else { return false }
-    suspension.waiters[id] = continuation
-    return true
+    guard suspension.isSuspended else {
+      suspension.waiters.remove(id)
+      return false
+    }
+    return suspension.waiters.register(id, waitingFor: (), continuation)
   }
 
   /// The waiter's Swift task was cancelled. Returns its continuation, to resume, if registered.
   mutating func cancelWaiter(_ id: UInt64) -> CheckedContinuation<Void, Never>? {
-    if let waiter = suspension.waiters.removeValue(forKey: id) { return waiter }
-    suspension.cancelledWaiters.insert(id)
-    return nil
+    suspension.waiters.cancel(id)
   }
 }
