@@ -1,6 +1,7 @@
 /// Swift tasks suspended until something happens, each with what it still waits for
 /// (`Condition`), resumed with a `Value`: the one waiter registry of JobKit's state machines
-/// (callers of `ConcurrentOperation.waitWhileSuspended()`, of `CommandQueue.drained()`).
+/// (callers of `ConcurrentOperation.waitWhileSuspended()`, of `CommandQueue.drained()`, of
+/// `JobController.waitForRoom(inGroup:)`).
 ///
 /// A value kept under its owner's lock. A wait takes three steps, because the continuation
 /// exists only inside `withCheckedContinuation` and the awaiting task may be cancelled at any
@@ -74,19 +75,21 @@ struct Waiters<Condition, Value> {
   }
 
   /// Something happened: `advance` gets each registered waiter's condition and returns what it
-  /// still waits for, or `nil` if it waits no more. Returns the continuations of those released.
+  /// still waits for, or `nil` if it waits no more. Returns the continuations of those released,
+  /// oldest waiter first.
   mutating func advance(_ advance: (Condition) -> Condition?) -> [Continuation] {
-    var released: [Continuation] = []
+    var released: [(id: UInt64, continuation: Continuation)] = []
     for (id, entry) in entries {
       guard case .waiting(let condition, let continuation) = entry else { continue }
       if let next = advance(condition) {
         entries[id] = .waiting(next, continuation)
       } else {
         entries[id] = nil
-        released.append(continuation)
+        released.append((id, continuation))
       }
     }
-    return released
+    guard released.count > 1 else { return released.map(\.continuation) }
+    return released.sorted { $0.id < $1.id }.map(\.continuation)
   }
 
   /// Releases every registered waiter. Returns their continuations.

@@ -8,8 +8,8 @@ struct QueueBound {
   /// At most this many of the group's tracked tasks are not running and not yet routed:
   /// waiting behind its limits, being tracked, or finished and waiting for their callbacks.
   let max: Int
-  private var waiters: [UInt64: CheckedContinuation<Bool, Never>] = [:]
-  private var nextWaiter: UInt64 = 0
+  /// Producers waiting for room, resumed with `true` (look again) or `false` (the job finished).
+  private var waiters = Waiters<Void, Bool>()
 
   init(max: Int) {
     self.max = max
@@ -20,7 +20,6 @@ struct QueueBound {
     self.init(max: max)
     if let previous {
       waiters = previous.waiters
-      nextWaiter = previous.nextWaiter
     }
   }
 
@@ -32,22 +31,23 @@ struct QueueBound {
   var hasWaiters: Bool { !waiters.isEmpty }
 
   /// Registers a producer waiting for room; returns its id (to withdraw it on cancellation).
+  /// Registered at once, under the job's lock: a cancel that comes before the caller learns
+  /// the id is caught by the caller's check of `Task.isCancelled` afterwards.
   mutating func addWaiter(_ continuation: CheckedContinuation<Bool, Never>) -> UInt64 {
-    nextWaiter += 1
-    waiters[nextWaiter] = continuation
-    return nextWaiter
+    let id = waiters.makeWaiter()
+    _ = waiters.register(id, waitingFor: (), continuation)
+    return id
   }
 
   /// Withdraws a waiter (its task was cancelled); `nil` if it was resumed already.
   mutating func removeWaiter(_ id: UInt64) -> CheckedContinuation<Bool, Never>? {
-    waiters.removeValue(forKey: id)
+    waiters.cancel(id)
   }
 
-  /// Takes every waiter: there is room (or the job finished), and each looks again.
+  /// Takes every waiter, oldest first: there is room (or the job finished), and each looks again.
   mutating func takeWaiters() -> [CheckedContinuation<Bool, Never>] {
     guard !waiters.isEmpty else { return [] }
-    defer { waiters = [:] }
-    return waiters.sorted { $0.key < $1.key }.map(\.value)
+    return waiters.releaseAll()
   }
 }
 

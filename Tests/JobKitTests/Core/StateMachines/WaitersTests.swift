@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import JobKit
@@ -75,6 +76,50 @@ struct WaitersTests {
     waiters.remove(id)
     let cancelled = waiters.cancel(id)
     #expect(waiters.isEmpty && cancelled == nil && waiters.isEmpty)
+  }
+
+  /// A registry shared by the waiting tasks of one test, and what each was resumed with.
+  private final class Shared: @unchecked Sendable {
+    // @unchecked Sendable: every field is touched with `lock` held.
+    private let lock = NSLock()
+    private var waiters = Waiters<Void, Int>()
+    private var received: [Int: Int] = [:]
+
+    func register(_ continuation: CheckedContinuation<Int, Never>) {
+      lock.withLock {
+        let id = waiters.makeWaiter()
+        _ = waiters.register(id, waitingFor: (), continuation)
+      }
+    }
+
+    func releaseAll() -> [CheckedContinuation<Int, Never>] { lock.withLock { waiters.releaseAll() } }
+
+    func record(_ value: Int, for index: Int) { lock.withLock { received[index] = value } }
+
+    var values: [Int: Int] { lock.withLock { received } }
+  }
+
+  @Test func waitersAreReleasedOldestFirst() async {
+    let shared = Shared()
+    await withTaskGroup(of: Void.self) { tasks in
+      // Registered one after the other: task `index` is the `index`th waiter.
+      for index in 0..<5 {
+        await withCheckedContinuation { (registered: CheckedContinuation<Void, Never>) in
+          tasks.addTask {
+            let value = await withCheckedContinuation { (waiter: CheckedContinuation<Int, Never>) in
+              shared.register(waiter)
+              registered.resume()
+            }
+            shared.record(value, for: index)
+          }
+        }
+      }
+      // Each is resumed with its place in the release.
+      for (place, continuation) in shared.releaseAll().enumerated() {
+        continuation.resume(returning: place)
+      }
+    }
+    #expect(shared.values == [0: 0, 1: 1, 2: 2, 3: 3, 4: 4])
   }
 
   @Test func releaseAllReleasesOnlyTheRegisteredOnes() async {
