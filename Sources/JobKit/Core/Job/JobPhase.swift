@@ -17,7 +17,7 @@ enum JobPhase {
   /// `main()` runs on `thread`.
   case runningMain(thread: UInt, stop: JobStop?)
   /// `main()` returned: every callback may run.
-  case routing(stop: JobStop?)
+  case mainReturned(stop: JobStop?)
   case finished
 
   static let initial = JobPhase.idle(stop: nil)
@@ -25,7 +25,7 @@ enum JobPhase {
   /// Why the job stops early, if it does. Once set, no routing callback runs any more.
   var stop: JobStop? {
     switch self {
-    case .idle(let stop), .runningMain(_, let stop), .routing(let stop): return stop
+    case .idle(let stop), .runningMain(_, let stop), .mainReturned(let stop): return stop
     case .finished: return nil
     }
   }
@@ -51,7 +51,7 @@ enum JobPhase {
 
   /// Whether group callbacks, `allTasksFinished()` and the finish may run: `main()` returned.
   var runsSteps: Bool {
-    if case .routing = self { return true }
+    if case .mainReturned = self { return true }
     return false
   }
 
@@ -59,7 +59,7 @@ enum JobPhase {
   /// `main()` returned, any thread; while it runs, only its own thread inside a `track` call.
   func routes(for thread: UInt, inTrack: Bool) -> Bool {
     switch self {
-    case .routing: return true
+    case .mainReturned: return true
     case .runningMain(let main, _): return inTrack && main == thread
     case .idle, .finished: return false
     }
@@ -76,7 +76,7 @@ enum JobPhase {
   /// `main()` returned: every callback may run now.
   mutating func mainReturned() {
     guard case .runningMain(_, let stop) = self else { return }
-    self = .routing(stop: stop)
+    self = .mainReturned(stop: stop)
   }
 
   /// Records why the job stops. Returns `false` (and changes nothing) if it already stops or
@@ -87,9 +87,9 @@ enum JobPhase {
       self = .idle(stop: reason)
     case .runningMain(let thread, nil):
       self = .runningMain(thread: thread, stop: reason)
-    case .routing(nil):
-      self = .routing(stop: reason)
-    case .idle, .runningMain, .routing, .finished:
+    case .mainReturned(nil):
+      self = .mainReturned(stop: reason)
+    case .idle, .runningMain, .mainReturned, .finished:
       return false
     }
     return true
@@ -105,7 +105,7 @@ enum JobPhase {
     switch self {
     case .idle: name = queued ? "submitted" : "created"
     case .runningMain: name = "runningMain"
-    case .routing: name = "routing"
+    case .mainReturned: name = "routing"
     case .finished: name = "finished"
     }
     switch stop {

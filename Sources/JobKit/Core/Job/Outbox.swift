@@ -4,9 +4,9 @@ import Foundation
 /// to deliver, progress to publish), and who does it: one thread at a time, the drainer.
 ///
 /// Transitions append to it under the job's lock. Afterwards the thread that changed the state
-/// asks ``claim(by:routes:)``: if nobody drains and there is something it may do, it becomes the
+/// asks ``claim(by:mayRoute:extra:)``: if nobody drains and there is something it may do, it becomes the
 /// drainer and loops: take a batch under the lock, release it, perform the batch, repeat, until
-/// ``take(routes:)`` finds nothing and releases the drainer. Everything a drainer performs is
+/// ``take(mayRoute:)`` finds nothing and releases the drainer. Everything a drainer performs is
 /// performed in the order it was appended, and exactly once.
 ///
 /// A drainer that runs user code (a callback) may change the job's state on its own thread (a
@@ -22,13 +22,6 @@ struct Outbox<Route, Event> {
     case idle
     /// `thread` drains.
     case busy(thread: UInt)
-  }
-
-  /// Which routes the asking thread may take now (the job's phase decides: while `main()` runs,
-  /// only `main()`'s own thread routes, and only per-task callbacks).
-  enum Routes {
-    case none
-    case some
   }
 
   private(set) var drainer = Drainer.idle
@@ -66,7 +59,7 @@ struct Outbox<Route, Event> {
   enum Role: Equatable {
     /// Nothing for this thread to do.
     case none
-    /// The thread became the drainer: it loops on ``take(routes:)`` until that returns `nil`.
+    /// The thread became the drainer: it loops on ``take(mayRoute:)`` until that returns `nil`.
     case drainer
     /// The thread is the drainer already (inside a callback it runs): it performs
     /// ``takeNested()`` now.
@@ -74,12 +67,13 @@ struct Outbox<Route, Event> {
   }
 
   /// After a transition on `thread`: whether it drains, and how. It becomes the drainer when
-  /// nobody drains and there is work it may do (`routes`: whether it may take routes now;
-  /// `extra`: the job has another step due, a group callback or the finish).
-  mutating func claim(by thread: UInt, routes allowed: Routes, extra: Bool = false) -> Role {
+  /// nobody drains and there is work it may do (`mayRoute`: whether it may take routes now, as
+  /// the job's phase decides: while `main()` runs, only `main()`'s own thread routes, and only
+  /// per-task callbacks; `extra`: the job has another step due, a group callback or the finish).
+  mutating func claim(by thread: UInt, mayRoute: Bool, extra: Bool = false) -> Role {
     switch drainer {
     case .idle:
-      guard hasWork(allowed) || extra else { return .none }
+      guard hasWork(mayRoute: mayRoute) || extra else { return .none }
       drainer = .busy(thread: thread)
       return .drainer
     case .busy(thread):
@@ -100,9 +94,9 @@ struct Outbox<Route, Event> {
     var isEmpty: Bool { events.isEmpty && !publishProgress && route == nil }
   }
 
-  mutating func take(routes allowed: Routes) -> Batch {
+  mutating func take(mayRoute: Bool) -> Batch {
     var batch = takeNested()
-    batch.route = takeRoute(if: allowed == .some)
+    batch.route = takeRoute(if: mayRoute)
     return batch
   }
 
@@ -129,8 +123,8 @@ struct Outbox<Route, Event> {
     drainer = .idle
   }
 
-  func hasWork(_ allowed: Routes) -> Bool {
-    !events.isEmpty || progressChanged || (allowed == .some && hasRoutes)
+  func hasWork(mayRoute: Bool) -> Bool {
+    !events.isEmpty || progressChanged || (mayRoute && hasRoutes)
   }
 }
 
@@ -167,7 +161,7 @@ extension JobState {
   /// `inTrack`: asked by a `track` call, which is where `main()`'s thread routes while it runs.
   mutating func claimDrain(on thread: UInt, inTrack: Bool = false) -> Outbox<TrackedTask, PendingJobEvent>.Role {
     let routes = phase.routes(for: thread, inTrack: inTrack)
-    return outbox.claim(by: thread, routes: routes ? .some : .none, extra: hasStepDue)
+    return outbox.claim(by: thread, mayRoute: routes, extra: hasStepDue)
   }
 
   /// For the drainer on `thread`: the next batch, or `nil` when nothing is left (the outbox then

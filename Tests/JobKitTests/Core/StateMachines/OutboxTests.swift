@@ -10,45 +10,45 @@ struct OutboxTests {
 
   @Test func theFirstThreadWithWorkBecomesTheDrainerAndOthersLeaveItTheWork() {
     var box = Box()
-    let check1 = box.claim(by: 1, routes: .some) == .none  // nothing to do
+    let check1 = box.claim(by: 1, mayRoute: true) == .none  // nothing to do
     #expect(check1)
     box.route(10)
-    let check2 = box.claim(by: 1, routes: .none) == .none  // a route it may not take
+    let check2 = box.claim(by: 1, mayRoute: false) == .none  // a route it may not take
     #expect(check2)
-    let check3 = box.claim(by: 1, routes: .some) == .drainer
+    let check3 = box.claim(by: 1, mayRoute: true) == .drainer
     #expect(check3)
     box.route(11)
     box.yield("e")
-    let check4 = box.claim(by: 2, routes: .some) == .none  // 1 drains: it takes these too
+    let check4 = box.claim(by: 2, mayRoute: true) == .none  // 1 drains: it takes these too
     #expect(check4)
     #expect(box.drainer == .busy(thread: 1))
   }
 
   @Test func anExtraStepMakesADrainerWithNothingQueued() {
     var box = Box()
-    let check5 = box.claim(by: 3, routes: .none, extra: true) == .drainer
+    let check5 = box.claim(by: 3, mayRoute: false, extra: true) == .drainer
     #expect(check5)
   }
 
   @Test func theDrainersOwnThreadDrainsEventsAndProgressNestedButNeverRoutes() {
     var box = Box()
     box.route(1)
-    let check6 = box.claim(by: 1, routes: .some) == .drainer
+    let check6 = box.claim(by: 1, mayRoute: true) == .drainer
     #expect(check6)
-    let first = box.take(routes: .some)
+    let first = box.take(mayRoute: true)
     #expect(first.route == 1)
     box.route(2)
-    let check7 = box.claim(by: 1, routes: .some) == .none  // only a route: the outer loop takes it
+    let check7 = box.claim(by: 1, mayRoute: true) == .none  // only a route: the outer loop takes it
     #expect(check7)
     box.yield("tracked")
     box.progressDidChange()
-    let check8 = box.claim(by: 1, routes: .some) == .nested
+    let check8 = box.claim(by: 1, mayRoute: true) == .nested
     #expect(check8)
     let nested = box.takeNested()
     #expect(nested.events == ["tracked"] && nested.publishProgress && nested.route == nil)
-    let next = box.take(routes: .some)
+    let next = box.take(mayRoute: true)
     #expect(next.route == 2 && next.events.isEmpty && !next.publishProgress)
-    let check9 = box.take(routes: .some).isEmpty
+    let check9 = box.take(mayRoute: true).isEmpty
     #expect(check9)
     box.release()
     #expect(box.drainer == .idle)
@@ -59,12 +59,12 @@ struct OutboxTests {
     for i in 0..<5 { box.route(i) }
     box.yield("a")
     box.yield("b")
-    let check10 = box.claim(by: 7, routes: .some) == .drainer
+    let check10 = box.claim(by: 7, mayRoute: true) == .drainer
     #expect(check10)
     var routed: [Int] = []
     var events: [String] = []
     while true {
-      let batch = box.take(routes: .some)
+      let batch = box.take(mayRoute: true)
       if batch.isEmpty { break }
       events += batch.events
       routed += batch.route.map { [$0] } ?? []
@@ -80,17 +80,17 @@ struct OutboxTests {
     var box = Box()
     box.route(1)
     box.yield("started")
-    let check11 = box.claim(by: 2, routes: .none) == .drainer
+    let check11 = box.claim(by: 2, mayRoute: false) == .drainer
     #expect(check11)
-    let batch = box.take(routes: .none)
+    let batch = box.take(mayRoute: false)
     #expect(batch.events == ["started"] && batch.route == nil)
-    let check12 = box.take(routes: .none).isEmpty
+    let check12 = box.take(mayRoute: false).isEmpty
     #expect(check12)
     box.release()
     #expect(box.routeCount == 1)
-    let check13 = box.claim(by: 1, routes: .some) == .drainer
+    let check13 = box.claim(by: 1, mayRoute: true) == .drainer
     #expect(check13)
-    let check14 = box.take(routes: .some).route == 1
+    let check14 = box.take(mayRoute: true).route == 1
     #expect(check14)
   }
 
@@ -117,7 +117,7 @@ struct OutboxTests {
       default:
         break
       }
-      switch box.claim(by: thread, routes: .some) {
+      switch box.claim(by: thread, mayRoute: true) {
       case .drainer:
         #expect(drainer == nil)
         drainer = thread
@@ -128,7 +128,7 @@ struct OutboxTests {
         break
       }
       guard let current = drainer, Bool.random(using: &generator) else { continue }
-      let batch = box.take(routes: .some)
+      let batch = box.take(mayRoute: true)
       events += batch.events.compactMap { Int($0) }
       routed += batch.route.map { [$0] } ?? []
       if batch.isEmpty {
@@ -137,8 +137,8 @@ struct OutboxTests {
       }
       _ = current
     }
-    if drainer == nil { _ = box.claim(by: 9, routes: .some) }
-    while case let batch = box.take(routes: .some), !batch.isEmpty {
+    if drainer == nil { _ = box.claim(by: 9, mayRoute: true) }
+    while case let batch = box.take(mayRoute: true), !batch.isEmpty {
       events += batch.events.compactMap { Int($0) }
       routed += batch.route.map { [$0] } ?? []
     }
