@@ -295,7 +295,7 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
   /// read ``result`` instead: JobKit cannot see that submission, and adding an operation to a
   /// second queue is a fatal error in Foundation.
   public func run() async throws -> Output {
-    submitUnlessQueued()
+    submitSelfOnce()
     do {
       try await waitForFinishCancellingOnTaskCancel()
     } catch {
@@ -386,7 +386,7 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
 }
 
 extension Pipeline: SelfSubmitting {
-  func submitUnlessQueued() {
+  func submitSelfOnce() {
     if withState({ $0.submitForRun() }), claimQueue() {
       JobController.sharedJobQueue.addOperation(self)
     }

@@ -5,12 +5,12 @@ import Foundation
 protocol SelfSubmitting: ConcurrentOperation {
   /// Adds the operation to ``JobController/sharedJobQueue`` unless JobKit already queued it or it
   /// already started.
-  func submitUnlessQueued()
+  func submitSelfOnce()
 }
 
 extension JobController: SelfSubmitting {
-  func submitUnlessQueued() {
-    submitUnlessSubmitted(to: Self.sharedJobQueue)
+  func submitSelfOnce() {
+    submitOnce(to: Self.sharedJobQueue)
   }
 }
 
@@ -19,9 +19,9 @@ extension ConcurrentOperation {
   /// ``JobController/sharedJobQueue`` unless JobKit already queued it (a job's `trackAndQueue`,
   /// `startJob`, `finally`, an earlier `run()`) or it already started. JobKit cannot see an
   /// `addOperation` made by other code.
-  func submitToSharedQueueUnlessQueued() {
+  func submitOnce() {
     if let submitting = self as? any SelfSubmitting {
-      submitting.submitUnlessQueued()
+      submitting.submitSelfOnce()
     } else if claimQueue() {
       JobController.sharedJobQueue.addOperation(self)
     }

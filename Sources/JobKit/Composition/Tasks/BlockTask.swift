@@ -102,7 +102,7 @@ public final class BlockTask: ConcurrentOperation, ContextConsuming, @unchecked 
   /// awaiting Swift task cancels the task; `run()` still returns only once it finished. For a task
   /// you added to a queue yourself, await ``ConcurrentOperation/waitForFinish()`` instead.
   public func run() async throws {
-    submitToSharedQueueUnlessQueued()
+    submitOnce()
     try await waitForFinishCancellingOnTaskCancel()
   }
 

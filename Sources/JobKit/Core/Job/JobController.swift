@@ -105,7 +105,7 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// ``ConcurrentOperation/waitForFinish()`` instead: JobKit cannot see that submission, and
   /// adding an operation to a queue twice is a fatal error in Foundation.
   public func run() async throws {
-    submitUnlessSubmitted(to: Self.sharedJobQueue)
+    submitOnce(to: Self.sharedJobQueue)
     try await waitForFinishCancellingOnTaskCancel()
   }
 
@@ -113,7 +113,7 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// already queued it or it already started, without reporting
   /// ``JobKitError/Code/startedTwice`` (``run()`` and `runAndWait()` start a job only if nobody
   /// did).
-  func submitUnlessSubmitted(to queue: OperationQueue) {
+  func submitOnce(to queue: OperationQueue) {
     if claimQueue() {
       queue.addOperation(self)
     }
