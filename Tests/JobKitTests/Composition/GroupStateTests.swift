@@ -19,7 +19,7 @@ struct GroupStateTests {
     for task in tasks {
       guard
         case .tracked(let node, _, _, _, _, _) = jobState.track(
-          task, node: TrackedTask(job: job, task: task), queue: queue, waitsForAdmission: true)
+          task, node: TaskNode(job: job, task: task), queue: queue, waitsForAdmission: true)
       else {
         Issue.record("not tracked")
         continue

@@ -19,7 +19,7 @@ struct JobControllerEventPathsTests {
   /// gets exactly one `taskFinished` event, after it; a retried task is one task (its attempts
   /// share a name here, as they usually do).
   @Test(arguments: Path.allCases)
-  func everyTrackedTaskGetsExactlyOneTaskFinishedEvent(path: Path) async throws {
+  func everyTaskNodeGetsExactlyOneTaskFinishedEvent(path: Path) async throws {
     let clock = ManualClock()
     let tasks = Locked<[String: ManualTask]>([:])
     @Sendable func made(_ key: String, name: String? = nil, finishesOnCancel: Bool = true) -> ManualTask {

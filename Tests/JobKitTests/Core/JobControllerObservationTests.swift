@@ -109,7 +109,7 @@ struct JobControllerObservationTests {
     #expect(job.jobState.withLock { $0.listeners.isEmpty })
   }
 
-  @Test func progressGrowsWithTrackedTasksAndCountsRoutedOnes() async throws {
+  @Test func progressGrowsWithTaskNodesAndCountsRoutedOnes() async throws {
     let seen = Locked<[(total: Int64, completed: Int64)]>([])
     let job = ScriptedJob { job in
       let progress = job.progress

@@ -143,7 +143,7 @@ open class GroupJob: JobController, @unchecked Sendable {
   @discardableResult
   func addTask(_ task: Operation, reportingRejection: Bool) -> Bool {
     guard let taskCompletion else { return false }
-    let node = TrackedTaskWithCompletion(job: self, task: task, completion: taskCompletion)
+    let node = TaskNodeWithCompletion(job: self, task: task, completion: taskCompletion)
     switch trackForAdmission(task, node: node, reportsJobFinished: false) {
     case .tracked:
       suspendIfSuspended(task)
@@ -193,7 +193,7 @@ open class GroupJob: JobController, @unchecked Sendable {
       switch withJobLock(groupState, { job, group in group.pulled(next, job: &job) }) {
       case .start(let task, let shared):
         prepareForAdmission(task, shared: shared)
-        let node = TrackedTaskWithCompletion(job: self, task: task, completion: sourceCompletion)
+        let node = TaskNodeWithCompletion(job: self, task: task, completion: sourceCompletion)
         if track(task, node: node, queue: taskQueue) == nil {
           withGroupState { $0.pullNotTracked() }
         }

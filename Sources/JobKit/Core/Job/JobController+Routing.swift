@@ -21,7 +21,7 @@ extension JobController {
   /// Drains as `role` says (see ``Outbox/Role``); `inTrack` for a `track` call of `main()`.
   /// `first`: the drainer's first batch, if it was taken with the lock that made it the drainer.
   func drain(
-    _ role: Outbox<TrackedTask, PendingJobEvent>.Role, on thread: UInt, inTrack: Bool = false,
+    _ role: Outbox<TaskNode, PendingJobEvent>.Role, on thread: UInt, inTrack: Bool = false,
     first: JobState.Drain? = nil
   ) {
     switch role {
@@ -45,7 +45,7 @@ extension JobController {
 
   private enum Performed {
     /// `routed`: the task whose per-task callback was delivered (or skipped), to be forgotten.
-    case drained(routed: TrackedTask?)
+    case drained(routed: TaskNode?)
     /// The job finished: the drainer was released with that batch.
     case finished
   }
@@ -119,7 +119,7 @@ extension JobController {
   /// route now if nobody drains), and start the next task waiting for its slot.
   /// `error`: the error a ``ConcurrentOperation`` finished with, when its observer was told it
   /// (`nil`: read it from the task).
-  func taskDidFinish(_ node: TrackedTask, error: (any Error)?? = nil) {
+  func taskDidFinish(_ node: TaskNode, error: (any Error)?? = nil) {
     if let retry = node.retry, scheduleRetry(of: node, retry) {
       return
     }
@@ -148,7 +148,7 @@ extension JobController {
   }
 
   /// What routing needs to know of `node`'s finished task, read now with no lock held.
-  private func finishReport(of node: TrackedTask, error known: (any Error)??) -> FinishReport {
+  private func finishReport(of node: TaskNode, error known: (any Error)??) -> FinishReport {
     // The task is finishing on this thread: `operation` is alive.
     var error: (any Error)?
     if let known {
@@ -230,7 +230,7 @@ extension JobController {
   }
 
   /// A tracked `ConcurrentOperation` started while events were listened to.
-  func taskDidStart(_ node: TrackedTask) {
+  func taskDidStart(_ node: TaskNode) {
     let name = node.operation.name
     let now = ContinuousClock.now
     withJobState { $0.taskStarted(node, name: name, at: now) }
@@ -239,7 +239,7 @@ extension JobController {
   /// Delivers (or skips) `node`'s per-task callback; `decided`: the decision taken with the
   /// node, if any. Returns whether the caller must forget the node (its next `nextDrain` does,
   /// and runs its group's callback if due).
-  private func routeOne(_ node: TrackedTask, _ decided: JobState.RoutingDecision?) -> Bool {
+  private func routeOne(_ node: TaskNode, _ decided: JobState.RoutingDecision?) -> Bool {
     // The task finished, so nobody but this router touches `node.task` any more.
     guard let task = node.task else { return false }
     let decision = decided ?? decide(node, task)
@@ -257,7 +257,7 @@ extension JobController {
   }
 
   /// The decision for a task whose finishing thread did not report it (see ``FinishReport``).
-  private func decide(_ node: TrackedTask, _ task: Operation) -> JobState.RoutingDecision {
+  private func decide(_ node: TaskNode, _ task: Operation) -> JobState.RoutingDecision {
     let failure = failure(of: task, node: node)
     // Only a failure asks whether the task was cancelled (corelibs' `isCancelled` takes a lock).
     let isCancelled = failure != nil && task.isCancelled
@@ -269,7 +269,7 @@ extension JobController {
   }
 
   /// The failure a finished task stands for, if any: a timeout, or a `ConcurrentOperation` error.
-  private func failure(of task: Operation, node: TrackedTask) -> TaskFailure? {
+  private func failure(of task: Operation, node: TaskNode) -> TaskFailure? {
     // Under the lock (a rare path: a timed-out task, or a retry a stop ended): a retry's timer
     // thread may still be asking the node's state.
     if jobState.withLock({ $0.timedOut(node) }) {

@@ -10,9 +10,9 @@ extension JobController {
   @discardableResult @inline(__always)
   @usableFromInline
   func track(
-    _ task: Operation, node: TrackedTask, queue: OperationQueue?, replacing previous: TrackedTask? = nil,
+    _ task: Operation, node: TaskNode, queue: OperationQueue?, replacing previous: TaskNode? = nil,
     bounded: Bool = false
-  ) -> TrackedTask? {
+  ) -> TaskNode? {
     var notes = TrackingNotes()
     return track(
       task, node: node, queue: queue, replacing: previous, waitsForDependencies: false, bounded: bounded,
@@ -32,10 +32,10 @@ extension JobController {
   /// `waitsForAdmission` (it enters the job's admission line once observed, see
   /// `trackForAdmission`).
   func track(
-    _ task: Operation, node: TrackedTask, queue: OperationQueue?, replacing previous: TrackedTask?,
+    _ task: Operation, node: TaskNode, queue: OperationQueue?, replacing previous: TaskNode?,
     waitsForDependencies: Bool, bounded: Bool = false, waitsForAdmission: Bool = false,
     notes: inout TrackingNotes
-  ) -> TrackedTask? {
+  ) -> TaskNode? {
     let thread = currentThreadID()
     let (outcome, role) = jobState.withLock { state in
       let outcome = state.track(
@@ -43,7 +43,7 @@ extension JobController {
         bounded: bounded, waitsForAdmission: waitsForAdmission)
       return (outcome, state.claimDrain(on: thread, inTrack: true))
     }
-    var tracked: TrackedTask?
+    var tracked: TaskNode?
     var routesAgain = false
     switch outcome {
     case .refused:
@@ -118,7 +118,7 @@ extension JobController {
   }
 
   /// Events are listened to: emits `taskTracked` and registers for the task's start.
-  func confirmTracked(_ task: Operation, node: TrackedTask) {
+  func confirmTracked(_ task: Operation, node: TaskNode) {
     let name = task.name
     let now = ContinuousClock.now
     let followers = withJobState { $0.confirmTracked(node, name: name, at: now) }
@@ -149,7 +149,7 @@ extension JobController {
   /// claimed it, the task is observed but this job never queues it (reported as
   /// ``JobKitError/Code/taskAlreadyQueued``). Queues nothing: the caller does, after it
   /// registered everything that must be in place when the task starts.
-  private func observeFinish(of task: Operation, node: TrackedTask, claimingQueue: Bool) -> Observation {
+  private func observeFinish(of task: Operation, node: TaskNode, claimingQueue: Bool) -> Observation {
     if let operation = task as? ConcurrentOperation {
       switch operation.addFinishObserver(node, claimingQueue: claimingQueue) {
       case .observing(claimed: true):
@@ -252,7 +252,7 @@ extension JobController {
     options: TaskOptions,
     make: @escaping @Sendable (Int) -> T,
     completion: (@Sendable (T) -> Void)?,
-    replacing previous: TrackedTask?
+    replacing previous: TaskNode?
   ) {
     let task = make(number)
     let attempt = options.retry.map { policy in
@@ -260,11 +260,11 @@ extension JobController {
         trackAttempt(number + 1, options: options, make: make, completion: completion, replacing: failed)
       }
     }
-    let node: TrackedTask
+    let node: TaskNode
     if let completion {
-      node = TrackedTaskWithCompletion(job: self, task: task, completion: completion)
+      node = TaskNodeWithCompletion(job: self, task: task, completion: completion)
     } else {
-      node = TrackedTask(job: self, task: task)
+      node = TaskNode(job: self, task: task)
     }
     node.retry = attempt
     if let node = track(task, node: node, queue: taskQueue, replacing: previous), let timeout = options.timeout {

@@ -126,26 +126,26 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// Safe from any thread; usually called from `main()` or a callback, which keeps the job alive
   /// until the task is routed. Routing uses ``taskFinished(_:)``.
   public func track(_ task: Operation) {
-    track(task, node: TrackedTask(job: self, task: task), queue: nil)
+    track(task, node: TaskNode(job: self, task: task), queue: nil)
   }
 
   /// Tracks `task` and adds it to ``taskQueue``.
   public func trackAndQueue(_ task: Operation) {
-    track(task, node: TrackedTask(job: self, task: task), queue: taskQueue)
+    track(task, node: TaskNode(job: self, task: task), queue: taskQueue)
   }
 
   /// Tracks `task`, which the caller queues itself; when it finishes, `completion` is called
   /// with it instead of ``taskFinished(_:)``, serially with the job's other callbacks.
   @inlinable
   public func track<T: Operation>(_ task: T, completion: @escaping @Sendable (T) -> Void) {
-    track(task, node: TrackedTaskWithCompletion(job: self, task: task, completion: completion), queue: nil)
+    track(task, node: TaskNodeWithCompletion(job: self, task: task, completion: completion), queue: nil)
   }
 
   /// Tracks `task` and adds it to ``taskQueue``; when it finishes, `completion` is called with
   /// it instead of ``taskFinished(_:)``, serially with the job's other callbacks.
   @inlinable
   public func trackAndQueue<T: Operation>(_ task: T, completion: @escaping @Sendable (T) -> Void) {
-    track(task, node: TrackedTaskWithCompletion(job: self, task: task, completion: completion), queue: taskQueue)
+    track(task, node: TaskNodeWithCompletion(job: self, task: task, completion: completion), queue: taskQueue)
   }
 
   /// Sets the handler called instead of ``taskGroupFinished(_:)`` each time the last unfinished

@@ -20,7 +20,7 @@ extension JobState {
     var startsCancelled: [Admission] = []
     /// Held tasks that finished while the job was suspended: released with the actions, after
     /// the lock.
-    var released: [TrackedTask] = []
+    var released: [TaskNode] = []
     /// The error of a failing stop (a `fail(_:)`, a `.failFast` failure, a time limit): the
     /// caller records it as the job's `cancellationReason` and hands it down to what it cancels.
     var reason: (any Error)?

@@ -13,7 +13,7 @@ struct JobSuspension {
   var generation: UInt64 = 0
   /// Job-queued tasks tracked while suspended, observed and waiting for the resume (or a stop),
   /// in tracking order; each one's own state says where it goes (`TaskState.Slot.suspended`).
-  var waiting: [TrackedTask] = []
+  var waiting: [TaskNode] = []
   /// What the children were last told (`true`: suspend).
   var childrenSuspended = false
   /// A thread is telling the children (see `nextChildDelivery()`).
@@ -34,7 +34,7 @@ extension JobState {
     var deliversToChildren = false
     /// Held tasks that finished meanwhile, dropped from the list: released with the actions,
     /// after the lock (a node may hold a user's completion closure).
-    var released: [TrackedTask] = []
+    var released: [TaskNode] = []
   }
 
   /// The job's operation was suspended or resumed (change number `generation`). A change older
@@ -78,7 +78,7 @@ extension JobState {
 
   /// The job stops: the suspension ends (a stopped job is not suspended). Returns the waiting
   /// tasks admitted, which the caller queues after cancelling them.
-  mutating func endSuspensionForStop() -> (admitted: [Admission], released: [TrackedTask]) {
+  mutating func endSuspensionForStop() -> (admitted: [Admission], released: [TaskNode]) {
     guard suspension.isSuspended else { return ([], []) }
     suspension.isSuspended = false
     return admitSuspended()
@@ -88,9 +88,9 @@ extension JobState {
   /// (they were there first), then the tasks that waited for the resume, each taking a slot of
   /// its group's limit or its line's end. Also returns the held tasks that finished meanwhile,
   /// for the caller to release after the lock.
-  private mutating func admitSuspended() -> (admitted: [Admission], released: [TrackedTask]) {
+  private mutating func admitSuspended() -> (admitted: [Admission], released: [TaskNode]) {
     var admitted: [Admission] = []
-    var released: [TrackedTask] = []
+    var released: [TaskNode] = []
     for group in registry.groups.values where group.waitingCount > 0 {
       admitted += admissions(group.admitWaiting())
     }
@@ -110,7 +110,7 @@ extension JobState {
   }
 
   /// `node` (unfinished, observed, without a slot) waits for the resume, to go to `queue`.
-  mutating func hold(_ node: TrackedTask, for queue: OperationQueue) {
+  mutating func hold(_ node: TaskNode, for queue: OperationQueue) {
     if node.state.holdForResume(on: queue) {
       suspension.waiting.append(node)
     }

@@ -16,7 +16,7 @@ struct JobState {
   var phase = JobPhase.initial
   var registry = TaskRegistry()
   /// Finished tasks to route, events to deliver, progress to publish; and who drains them.
-  var outbox = Outbox<TrackedTask, PendingJobEvent>()
+  var outbox = Outbox<TaskNode, PendingJobEvent>()
   var failurePolicy = FailurePolicy.ignore
   /// Every failure routed so far, in routing order.
   var failures: [TaskFailure] = []
@@ -35,7 +35,7 @@ struct JobState {
   /// Tasks held back while the job is suspended (`JobState+Suspension.swift`).
   var suspension = JobSuspension()
   /// Tasks waiting for their dependencies (`JobState+Dependencies.swift`); inactive until used.
-  var dependencies = TaskDependencies<TrackedTask, DependencyWait>()
+  var dependencies = TaskDependencies<TaskNode, DependencyWait>()
   /// Which tasks tracked for admission may go on now (`Policies/JobAdmission.swift`).
   var admission = JobAdmission()
 
@@ -78,7 +78,7 @@ struct JobState {
     /// and confirms it with `confirmTracked`. `replaced`: the replaced attempt's task, handed out
     /// so that its last reference is not dropped (and its `deinit` run) under the lock.
     case tracked(
-      node: TrackedTask, cancel: Bool, queueNow: Bool, waitsForSlot: Bool, observesEvents: Bool, replaced: Operation?)
+      node: TaskNode, cancel: Bool, queueNow: Bool, waitsForSlot: Bool, observesEvents: Bool, replaced: Operation?)
     case jobFinished
     /// `bounded` and the task's group has as many tasks waiting as its bound allows: nothing
     /// was tracked (`tryTrackAndQueue`).
@@ -96,7 +96,7 @@ struct JobState {
   /// (`JobState+Limits.swift`). `waitsForAdmission`: not queued now; once observed, the caller
   /// hands it to `enterAdmission` (`Policies/JobAdmission.swift`).
   mutating func track(
-    _ task: Operation, node: TrackedTask, queue: OperationQueue?, replacing previous: TrackedTask? = nil,
+    _ task: Operation, node: TaskNode, queue: OperationQueue?, replacing previous: TaskNode? = nil,
     waitsForDependencies: Bool = false, bounded: Bool = false, waitsForAdmission: Bool = false
   ) -> TrackOutcome {
     guard !phase.isFinished else { return .jobFinished }
@@ -139,7 +139,7 @@ struct JobState {
   /// nothing if the task's finish was reported first (it finished meanwhile, and its
   /// `taskTracked` went out with its `taskFinished`). Returns the followers of nested jobs to
   /// tell if the task is a job (usually none).
-  mutating func confirmTracked(_ node: TrackedTask, name: String?, at now: ContinuousClock.Instant)
+  mutating func confirmTracked(_ node: TaskNode, name: String?, at now: ContinuousClock.Instant)
     -> [any NestedJobFollower]
   {
     guard node.state.isRegistered, let timing = node.timing, timing.trackedAt == nil else { return [] }
@@ -150,13 +150,13 @@ struct JobState {
 
   /// `node` turned out to be tracked by this job already (found where its finish is observed):
   /// drop the second registration.
-  mutating func untrackDuplicate(_ node: TrackedTask) {
+  mutating func untrackDuplicate(_ node: TaskNode) {
     forget(node)
   }
 
   /// Drops `node` without routing it (a duplicate, or a retried attempt replaced by the next
   /// one).
-  private mutating func forget(_ node: TrackedTask) {
+  private mutating func forget(_ node: TaskNode) {
     guard node.state.isRegistered else { return }
     registry.remove(node)
     forgetForDependencies(node)
@@ -168,7 +168,7 @@ struct JobState {
 
   /// A tracked `ConcurrentOperation` started (only observed while events are listened to);
   /// `name` and `now` were read by the caller with no lock held.
-  mutating func taskStarted(_ node: TrackedTask, name: String?, at now: ContinuousClock.Instant) {
+  mutating func taskStarted(_ node: TaskNode, name: String?, at now: ContinuousClock.Instant) {
     guard let timing = node.timing, node.task != nil, !timing.finishReported else { return }
     timing.startedAt = now
     emit(.taskStarted(task: name ?? node.group.name, group: node.group.name))
@@ -198,7 +198,7 @@ struct JobState {
   /// Returns `nil` when there is nothing to do after the lock (a plain task: no slot, no
   /// timeout), so that the common case copies no arrays or existentials out of the lock.
   mutating func taskFinished(
-    _ node: TrackedTask, at now: ContinuousClock.Instant? = nil, report: FinishReport? = nil
+    _ node: TaskNode, at now: ContinuousClock.Instant? = nil, report: FinishReport? = nil
   ) -> FinishActions? {
     guard let release = node.state.finish(report: report) else { return nil }
     node.timing?.finishedAt = now
@@ -221,7 +221,7 @@ struct JobState {
   /// The decision for a finished `node` whose finishing thread reported what routing needs
   /// (``FinishReport``), taken as the drainer takes it; `nil` if the drainer must read the
   /// task first (no report, or a timed-out task whose `isCancelled` was not read).
-  mutating func decideFromReport(_ node: TrackedTask) -> RoutingDecision? {
+  mutating func decideFromReport(_ node: TaskNode) -> RoutingDecision? {
     guard case .finished(let timedOut, let report?) = node.state, let task = node.task else { return nil }
     let error = timedOut ? JobKitError.timedOut(task) : report.error
     guard let error else {
@@ -238,7 +238,7 @@ struct JobState {
   /// read for a failure); `name` is the
   /// task's `name` if its events are observed; `reason` why it was stopped, for its event.
   mutating func beginRouting(
-    _ node: TrackedTask, failure: TaskFailure?, isCancelled: Bool, name: String?, reason: (any Error)? = nil
+    _ node: TaskNode, failure: TaskFailure?, isCancelled: Bool, name: String?, reason: (any Error)? = nil
   ) -> RoutingDecision {
     if let timing = node.timing {
       reportFinish(of: node, timing, name: name, error: failure?.error ?? reason)
@@ -257,7 +257,7 @@ struct JobState {
   /// routed attempt reports). If its `taskTracked` was not emitted yet (it finished before the
   /// tracking thread confirmed it), that goes first. The duration runs from its observed start,
   /// or its tracking, to `timing.finishedAt`.
-  mutating func reportFinish(of node: TrackedTask, _ timing: TaskTiming, name: String?, error: (any Error)?) {
+  mutating func reportFinish(of node: TaskNode, _ timing: TaskTiming, name: String?, error: (any Error)?) {
     guard !timing.finishReported else { return }
     timing.finishReported = true
     let task = name ?? node.group.name
@@ -278,7 +278,7 @@ struct JobState {
 
   /// The router delivered `node`'s per-task callback: forget the task. Returns the group callback
   /// due now, if `node` was its group's last unfinished task.
-  mutating func routed(_ node: TrackedTask) -> GroupOutcome {
+  mutating func routed(_ node: TaskNode) -> GroupOutcome {
     if let task = node.task {
       progressChanged(progress.routed(task))
       if dependencies.isActive {

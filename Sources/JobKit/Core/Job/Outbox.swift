@@ -152,14 +152,14 @@ extension JobState {
       case none
       /// Route this finished task (its per-task callback, then its group's), with the decision
       /// for its callback if it was taken with the task (see ``JobState/decideFromReport(_:)``).
-      case route(TrackedTask, RoutingDecision?)
+      case route(TaskNode, RoutingDecision?)
       case step(Step)
     }
   }
 
   /// After a transition on `thread`: whether it drains now, and how (see ``Outbox/claim``).
   /// `inTrack`: asked by a `track` call, which is where `main()`'s thread routes while it runs.
-  mutating func claimDrain(on thread: UInt, inTrack: Bool = false) -> Outbox<TrackedTask, PendingJobEvent>.Role {
+  mutating func claimDrain(on thread: UInt, inTrack: Bool = false) -> Outbox<TaskNode, PendingJobEvent>.Role {
     let routes = phase.routes(for: thread, inTrack: inTrack)
     return outbox.claim(by: thread, mayRoute: routes, extra: hasStepDue)
   }
@@ -168,7 +168,7 @@ extension JobState {
   /// has no drainer). `routed`: the task whose per-task callback the drainer just delivered (or
   /// skipped): it is forgotten first, and its group's callback, if due, is the batch's work. A
   /// batch that finishes the job is the last one: the drainer is released with it.
-  mutating func nextDrain(on thread: UInt, inTrack: Bool = false, routed: TrackedTask? = nil) -> Drain? {
+  mutating func nextDrain(on thread: UInt, inTrack: Bool = false, routed: TaskNode? = nil) -> Drain? {
     var drain = Drain()
     let group = routed.map { self.routed($0) } ?? .none
     if case .none = group {

@@ -26,7 +26,7 @@ final class TaskGroupEntry: @unchecked Sendable {
   /// Tasks waiting for a slot, in tracking order. The line never holds a node after its
   /// admission (see `Line`): a node routed since would otherwise be released when the line
   /// compacts, under the job's lock, with the user's completion closure.
-  private var waiting = Line<TrackedTask>()
+  private var waiting = Line<TaskNode>()
 
   var waitingCount: Int { waiting.count }
 
@@ -39,7 +39,7 @@ final class TaskGroupEntry: @unchecked Sendable {
   }
 
   /// Puts `node` in the group's line, to go to `queue` once admitted.
-  func enqueueWaiting(_ node: TrackedTask, for queue: OperationQueue) {
+  func enqueueWaiting(_ node: TaskNode, for queue: OperationQueue) {
     node.state.waitForSlot(on: queue)
     waiting.append(node)
   }
@@ -47,14 +47,14 @@ final class TaskGroupEntry: @unchecked Sendable {
   /// Takes `node` out of the line without admitting it: it finished, or its attempt failed,
   /// while it waited (someone else queued it). The caller still holds the node, so nothing is
   /// released here. Linear in the line's length; only in that misuse.
-  func leaveLine(_ node: TrackedTask) {
+  func leaveLine(_ node: TaskNode) {
     // Removed while the caller holds `node`: this releases nothing.
     waiting.removeFirst { $0 === node }
   }
 
   /// Gives `node` (unfinished, not in line) a free slot: it counts as one of the group's
   /// running tasks until it finishes.
-  func giveSlot(to node: TrackedTask) {
+  func giveSlot(to node: TaskNode) {
     if node.state.takeSlot() {
       running += 1
     }
@@ -68,8 +68,8 @@ final class TaskGroupEntry: @unchecked Sendable {
   }
 
   /// Gives free slots to waiting tasks, in order. Returns the admitted ones, with their queues.
-  func admitWaiting() -> [(node: TrackedTask, queue: OperationQueue)] {
-    var admitted: [(node: TrackedTask, queue: OperationQueue)] = []
+  func admitWaiting() -> [(node: TaskNode, queue: OperationQueue)] {
+    var admitted: [(node: TaskNode, queue: OperationQueue)] = []
     // Every task in the line waits: a task that stops waiting otherwise leaves it (`leaveLine`).
     while hasRoom, let node = waiting.popFirst() {
       guard let queue = node.state.admitFromLine() else {

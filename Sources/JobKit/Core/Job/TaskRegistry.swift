@@ -10,7 +10,7 @@ import Foundation
 struct TaskRegistry {
   /// How many tracked tasks have not been routed yet.
   private(set) var count = 0
-  private var head: TrackedTask?
+  private var head: TaskNode?
   /// Per dynamic task type: unfinished count, handler and limit.
   private(set) var groups: [ObjectIdentifier: TaskGroupEntry] = [:]
   /// The group of the most recently tracked task: most jobs track runs of one type.
@@ -36,7 +36,7 @@ struct TaskRegistry {
   }
 
   /// Adds an unfinished task's node.
-  mutating func insert(_ node: TrackedTask) {
+  mutating func insert(_ node: TaskNode) {
     node.next = head
     head?.previous = node
     head = node
@@ -48,7 +48,7 @@ struct TaskRegistry {
   /// Removes a node (routed, or a replaced retry attempt). Returns `true` if `node` was its
   /// group's last unfinished task.
   @discardableResult
-  mutating func remove(_ node: TrackedTask) -> Bool {
+  mutating func remove(_ node: TaskNode) -> Bool {
     guard node.state.isRegistered else { return false }
     node.state.remove()
     if let previous = node.previous {
@@ -68,9 +68,9 @@ struct TaskRegistry {
   var nodes: Nodes { Nodes(current: head) }
 
   struct Nodes: Sequence, IteratorProtocol {
-    fileprivate var current: TrackedTask?
+    fileprivate var current: TaskNode?
 
-    mutating func next() -> TrackedTask? {
+    mutating func next() -> TaskNode? {
       defer { current = current?.next }
       return current
     }

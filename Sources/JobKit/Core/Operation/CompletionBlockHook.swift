@@ -43,8 +43,8 @@ enum CompletionBlockHook {
   struct Fields {
     /// The installing job's node, and those of jobs that joined (rare: no array for one job).
     /// Both are dropped when the hook fires, so a stale hook holds no job.
-    var first: TrackedTask?
-    var others: [TrackedTask] = []
+    var first: TaskNode?
+    var others: [TaskNode] = []
     /// A job claimed the right to add the operation to a queue.
     var queueClaimed: Bool
   }
@@ -74,7 +74,7 @@ enum CompletionBlockHook {
     }
 
     static func make(
-      _ observer: TrackedTask, of operation: Operation, ownBlock: (@Sendable () -> Void)?, queueClaimed: Bool
+      _ observer: TaskNode, of operation: Operation, ownBlock: (@Sendable () -> Void)?, queueClaimed: Bool
     ) -> Hook {
       let buffer = create(minimumCapacity: 1) { _ in
         Header(fields: Fields(first: observer, queueClaimed: queueClaimed), ownBlock: ownBlock, operation: operation)
@@ -119,7 +119,7 @@ enum CompletionBlockHook {
     }
 
     /// Takes the observers out (for the finish that fired the hook).
-    func takeObservers() -> (first: TrackedTask?, others: [TrackedTask]) {
+    func takeObservers() -> (first: TaskNode?, others: [TaskNode]) {
       withFields { fields in
         defer {
           fields.first = nil
@@ -191,7 +191,7 @@ enum CompletionBlockHook {
   /// Arranges for `node` to be signalled once `operation` finished and, if `claimingQueue`,
   /// claims the right to add it to a queue (only one job gets it: adding an operation to two
   /// queues is a fatal error in Foundation).
-  static func observe(_ operation: Operation, by node: TrackedTask, claimingQueue: Bool) -> Observation {
+  static func observe(_ operation: Operation, by node: TaskNode, claimingQueue: Bool) -> Observation {
     let key = OperationKey(operation)
     let stripe = stripe(for: key)
     // Read the block with no lock held (`completionBlock` may be overridden); a joiner drops it.
@@ -255,8 +255,8 @@ enum CompletionBlockHook {
   /// Signals the observers unless the hook fired already; then puts `ownBlock`, the operation's
   /// own block (from the wrapper only), back and runs it.
   private static func fire(_ hook: Hook, of operation: Operation, ownBlock: (@Sendable () -> Void)?) {
-    let first: TrackedTask?
-    let others: [TrackedTask]
+    let first: TaskNode?
+    let others: [TaskNode]
     switch hook.fire() {
     case .open:
       // No job joined, and none will (a joiner now finds the hook fired).

@@ -28,7 +28,7 @@ struct JobAdmission {
   /// `oneAtATime`: the task that left the line and is not done yet.
   private var current: ObjectIdentifier?
   /// Waiting tasks, oldest first; each one's slot is `.admission(queue)`.
-  private var line = Line<TrackedTask>()
+  private var line = Line<TaskNode>()
   /// What every task leaving the line is handed before it is queued (a group's context), by
   /// `JobController.prepareForAdmission`.
   private(set) var shared: AnyObject?
@@ -54,7 +54,7 @@ struct JobAdmission {
   /// `node` (unfinished, observed, its slot `.admission`) enters: returns `true` if it leaves
   /// at once (and takes the turn), else it waits in line. While the job stops, every task
   /// leaves at once.
-  mutating func enter(_ node: TrackedTask, stopping: Bool) -> Bool {
+  mutating func enter(_ node: TaskNode, stopping: Bool) -> Bool {
     if stopping || (line.isEmpty && admitsNext) {
       if !stopping { takeTurn(node) }
       _ = node.state.leaveAdmission()
@@ -64,14 +64,14 @@ struct JobAdmission {
     return false
   }
 
-  private mutating func takeTurn(_ node: TrackedTask) {
+  private mutating func takeTurn(_ node: TaskNode) {
     if order == .oneAtATime {
       current = ObjectIdentifier(node.operation)
     }
   }
 
   /// The next task that may leave the line now, with its queue; `nil` if none may.
-  mutating func next() -> (node: TrackedTask, queue: OperationQueue)? {
+  mutating func next() -> (node: TaskNode, queue: OperationQueue)? {
     // Every node in line waits: a node that finishes meanwhile leaves it (`leave`).
     while admitsNext, let node = line.popFirst() {
       guard let queue = node.state.leaveAdmission() else { continue }
@@ -109,12 +109,12 @@ struct JobAdmission {
   }
 
   /// The job stops: every waiting task leaves, oldest first.
-  mutating func releaseAll() -> [(node: TrackedTask, queue: OperationQueue)] {
+  mutating func releaseAll() -> [(node: TaskNode, queue: OperationQueue)] {
     isOpen = true
     isPaused = false
     isBlocked = false
     order = .all
-    var released: [(node: TrackedTask, queue: OperationQueue)] = []
+    var released: [(node: TaskNode, queue: OperationQueue)] = []
     while let next = next() {
       released.append(next)
     }
@@ -123,7 +123,7 @@ struct JobAdmission {
 
   /// `node` finished (or its attempt failed) while in line, queued by someone else (misuse):
   /// it leaves the line, while the caller still holds it (so nothing is released here).
-  mutating func leave(_ node: TrackedTask) {
+  mutating func leave(_ node: TaskNode) {
     line.removeFirst { $0 === node }
   }
 }
@@ -133,7 +133,7 @@ struct JobAdmission {
 /// Either way after the lock, once the floor above gave it what it needs before it starts (a
 /// group's context: `shared`), so that nobody can queue it before.
 struct AdmissionExit {
-  let node: TrackedTask
+  let node: TaskNode
   let task: Operation
   let queue: OperationQueue
   let ready: Bool
@@ -154,7 +154,7 @@ extension JobState {
 
   /// `node`, tracked for admission and observed now, enters the admission line. Returns its
   /// exit if it leaves at once.
-  mutating func enterAdmission(_ node: TrackedTask, queue: OperationQueue) -> AdmissionExit? {
+  mutating func enterAdmission(_ node: TaskNode, queue: OperationQueue) -> AdmissionExit? {
     guard node.state.isWaitingForAdmission else { return nil }
     guard admission.enter(node, stopping: phase.isStopping) else { return nil }
     return exit(node, queue)
@@ -224,7 +224,7 @@ extension JobState {
     return exits
   }
 
-  private func exit(_ node: TrackedTask, _ queue: OperationQueue) -> AdmissionExit? {
+  private func exit(_ node: TaskNode, _ queue: OperationQueue) -> AdmissionExit? {
     guard let task = node.task else { return nil }
     let group: TaskGroupEntry = node.group
     let ready = !suspension.isSuspended && group.limit == nil && group.rate == nil

@@ -87,7 +87,7 @@ extension JobController {
   /// If `node`'s attempt failed and its policy allows another, schedules the next attempt after
   /// the policy's delay on the job's clock (no thread waits) and returns `true`. The failed
   /// attempt gives its group slot back meanwhile.
-  func scheduleRetry(of node: TrackedTask, _ retry: RetryAttempt) -> Bool {
+  func scheduleRetry(of node: TaskNode, _ retry: RetryAttempt) -> Bool {
     guard retry.number < retry.policy.maxAttempts, let error = retryableError(of: node),
       retry.policy.retryIf(error)
     else { return false }
@@ -114,7 +114,7 @@ extension JobController {
 
   /// Why `node`'s finished attempt failed, if it may be retried: its timeout expired, or it is a
   /// ``ConcurrentOperation`` that finished with an error other than a cancel.
-  private func retryableError(of node: TrackedTask) -> (any Error)? {
+  private func retryableError(of node: TaskNode) -> (any Error)? {
     if jobState.withLock({ $0.timedOut(node) }) {
       return JobKitError.timedOut(node.operation)
     }
@@ -126,7 +126,7 @@ extension JobController {
 
   /// Arms a timeout for `node` on the job's clock: if its task still runs after `timeout`, it is
   /// cancelled and counts as failed with ``JobKitError/Code/timedOut``.
-  func armTimeout(_ timeout: Duration, for node: TrackedTask) {
+  func armTimeout(_ timeout: Duration, for node: TaskNode) {
     guard jobState.withLock({ $0.armTimeout(for: node) }) else { return }
     let timer = clock.schedule(after: timeout) { [weak self, weak node] in
       // Ask the task whether it finished with no lock held (`isFinished` may be overridden).

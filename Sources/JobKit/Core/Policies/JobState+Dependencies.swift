@@ -18,7 +18,7 @@ struct DependencyWait {
   let target: Target
 }
 
-typealias DependencyRelease = TaskDependencies<TrackedTask, DependencyWait>.Release
+typealias DependencyRelease = TaskDependencies<TaskNode, DependencyWait>.Release
 
 /// Dependencies between a job's tasks (see ``TaskDependencies``): a task waiting for its
 /// dependencies is not admitted or queued until each was routed; a routed task releases its
@@ -26,7 +26,7 @@ typealias DependencyRelease = TaskDependencies<TrackedTask, DependencyWait>.Rele
 extension JobState {
   /// `node` was tracked as `task`: index it if dependencies are in use (`activating`: the task
   /// names dependencies, so they are from now on).
-  mutating func indexForDependencies(_ node: TrackedTask, _ task: Operation, activating: Bool) {
+  mutating func indexForDependencies(_ node: TaskNode, _ task: Operation, activating: Bool) {
     if activating, !dependencies.isActive {
       dependencies.activate(
         unrouted: registry.nodes.lazy.compactMap { node in node.task.map { (ObjectIdentifier($0), node) } })
@@ -45,7 +45,7 @@ extension JobState {
   /// longer unfinished (it had finished before it was tracked) waits for nothing: released as
   /// dropped. Either way `window` (from ``openDependencyWindow()``) closes.
   mutating func waitForDependencies(
-    _ node: TrackedTask, _ named: [TaskDependencies<TrackedTask, DependencyWait>.Named], _ wait: DependencyWait,
+    _ node: TaskNode, _ named: [TaskDependencies<TaskNode, DependencyWait>.Named], _ wait: DependencyWait,
     window: UInt64
   ) -> DependencyRelease? {
     guard node.state.isUnfinished else {
@@ -57,7 +57,7 @@ extension JobState {
 
   /// `node` is dropped without being routed (a duplicate, a replaced attempt): it is no longer
   /// indexed, nor waits.
-  mutating func forgetForDependencies(_ node: TrackedTask) {
+  mutating func forgetForDependencies(_ node: TaskNode) {
     guard dependencies.isActive, let task = node.task else { return }
     dependencies.forgot(node, as: ObjectIdentifier(task))
   }

@@ -12,7 +12,7 @@ extension JobState {
   /// nobody waits for one (returns `true`: the caller queues it), else waits in line (`false`).
   /// Once admitted, a task that waited goes to `queue`. While the job is suspended, no slot is
   /// given: the task is held back until the resume (`JobState+Suspension.swift`).
-  mutating func admitOrWait(_ node: TrackedTask, queue: OperationQueue) -> Bool {
+  mutating func admitOrWait(_ node: TaskNode, queue: OperationQueue) -> Bool {
     guard node.state.isUnfinished else { return false }
     if suspension.isSuspended {
       hold(node, for: queue)
@@ -181,7 +181,7 @@ extension JobState {
   /// `node` stopped running (it finished, or its attempt failed): its place under the limit
   /// goes back, a slot to the next waiting tasks (returned, to be queued by the caller), or its
   /// place in the line if it never got one (someone else queued it).
-  mutating func giveBack(_ release: TaskState.Release, of node: TrackedTask) -> [Admission] {
+  mutating func giveBack(_ release: TaskState.Release, of node: TaskNode) -> [Admission] {
     if release.leftAdmission {
       admission.leave(node)
     } else if release.leftLine {
@@ -200,7 +200,7 @@ extension JobState {
     return admissions(group.admitWaiting())
   }
 
-  mutating func admissions(_ admitted: [(node: TrackedTask, queue: OperationQueue)]) -> [Admission] {
+  mutating func admissions(_ admitted: [(node: TaskNode, queue: OperationQueue)]) -> [Admission] {
     if let group = admitted.first?.node.group {
       wakeIfRoom(in: group)
     }

@@ -6,32 +6,32 @@ import Foundation
 extension JobState {
   /// A timeout is about to be scheduled for `node`. Returns `false` if the task already finished,
   /// its attempt waits for a retry, or the job stops: then no timeout is needed.
-  mutating func armTimeout(for node: TrackedTask) -> Bool {
+  mutating func armTimeout(for node: TaskNode) -> Bool {
     guard !phase.isStopping else { return false }
     return node.state.armTimeout()
   }
 
   /// The timeout's timer was scheduled. Returns `false` if it is no longer needed (the task
   /// finished, the job stopped or the timeout already fired): the caller cancels it.
-  mutating func timeoutScheduled(_ timer: any JobTimer, for node: TrackedTask) -> Bool {
+  mutating func timeoutScheduled(_ timer: any JobTimer, for node: TaskNode) -> Bool {
     node.state.timeoutScheduled(timer)
   }
 
   /// `node`'s task while its timeout is armed.
-  func armedTask(of node: TrackedTask) -> Operation? {
+  func armedTask(of node: TaskNode) -> Operation? {
     node.state.isTimeoutArmed ? node.task : nil
   }
 
   /// `node`'s timeout expired (the caller saw its task unfinished). Returns the task to cancel
   /// and the expired timer (released by the caller after the lock), or `nil` if the task
   /// finished (or the job stopped) meanwhile.
-  mutating func timeoutExpired(for node: TrackedTask) -> (task: Operation, timer: (any JobTimer)?)? {
+  mutating func timeoutExpired(for node: TaskNode) -> (task: Operation, timer: (any JobTimer)?)? {
     guard let task = node.task, let expired = node.state.timeoutExpired() else { return nil }
     return (task, expired.timer)
   }
 
   /// Whether `node`'s task timed out.
-  func timedOut(_ node: TrackedTask) -> Bool {
+  func timedOut(_ node: TaskNode) -> Bool {
     node.state.timedOut
   }
 
@@ -44,7 +44,7 @@ extension JobState {
   /// `now` (read by the caller with no lock held while events are observed) is when the attempt
   /// finished: if a stop ends the retry delay, the attempt is routed as the task's last one, and
   /// its `taskFinished` event measures up to then.
-  mutating func beginRetry(of node: TrackedTask, at now: ContinuousClock.Instant? = nil)
+  mutating func beginRetry(of node: TaskNode, at now: ContinuousClock.Instant? = nil)
     -> (admitted: [Admission], timeout: (any JobTimer)?)?
   {
     guard !phase.isStopping, let release = node.state.beginRetry() else { return nil }
@@ -54,14 +54,14 @@ extension JobState {
 
   /// The retry delay's timer was scheduled. Returns `false` if it is no longer needed (a stop
   /// routed the failed attempt): the caller cancels it.
-  mutating func retryScheduled(_ timer: any JobTimer, for node: TrackedTask) -> Bool {
+  mutating func retryScheduled(_ timer: any JobTimer, for node: TaskNode) -> Bool {
     node.state.retryScheduled(timer)
   }
 
   /// The retry delay ended. Returns the delay's timer (released by the caller after the lock)
   /// if the caller must now track the next attempt, `nil` if a stop already routed the failed
   /// attempt.
-  mutating func claimRetry(of node: TrackedTask) -> TaskState.Release? {
+  mutating func claimRetry(of node: TaskNode) -> TaskState.Release? {
     guard !phase.isStopping else { return nil }
     return node.state.claimRetry()
   }

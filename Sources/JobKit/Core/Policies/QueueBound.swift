@@ -98,7 +98,7 @@ extension JobController {
   /// ``JobKitError/Code/trackedAfterJobFinished``, as tracking does.
   @discardableResult
   public func tryTrackAndQueue<T: Operation>(_ task: T, completion: @escaping @Sendable (T) -> Void) -> Bool {
-    let node = TrackedTaskWithCompletion(job: self, task: task, completion: completion)
+    let node = TaskNodeWithCompletion(job: self, task: task, completion: completion)
     return track(task, node: node, queue: taskQueue, bounded: true) != nil
   }
 

@@ -65,9 +65,9 @@ final class RetryAttempt: Sendable {
   let number: Int
   let policy: RetryPolicy
   /// Makes and tracks attempt `number + 1`, replacing the given node.
-  let trackNext: @Sendable (TrackedTask) -> Void
+  let trackNext: @Sendable (TaskNode) -> Void
 
-  init(number: Int, policy: RetryPolicy, trackNext: @escaping @Sendable (TrackedTask) -> Void) {
+  init(number: Int, policy: RetryPolicy, trackNext: @escaping @Sendable (TaskNode) -> Void) {
     self.number = number
     self.policy = policy
     self.trackNext = trackNext

@@ -30,7 +30,7 @@ extension JobController {
   public func trackAndQueue<T: Operation>(
     _ task: T, after dependencies: [Operation], completion: @escaping @Sendable (T) -> Void
   ) {
-    let node = TrackedTaskWithCompletion(job: self, task: task, completion: completion)
+    let node = TaskNodeWithCompletion(job: self, task: task, completion: completion)
     track(task, node: node, after: dependencies, target: .queue(taskQueue))
   }
 
@@ -45,7 +45,7 @@ extension JobController {
     let gate = BlockOperation()
     // Added before the task can be queued or the gate started: no race with the gate's finish.
     task.addDependency(gate)
-    let node = TrackedTaskWithCompletion(job: self, task: task, completion: completion)
+    let node = TaskNodeWithCompletion(job: self, task: task, completion: completion)
     if !track(task, node: node, after: dependencies, target: .gate(gate)) {
       task.removeDependency(gate)
     }
@@ -54,7 +54,7 @@ extension JobController {
   /// Tracks `task` as waiting for `dependencies`. Returns whether it was tracked.
   @discardableResult
   private func track(
-    _ task: Operation, node: TrackedTask, after dependencies: [Operation], target: DependencyWait.Target
+    _ task: Operation, node: TaskNode, after dependencies: [Operation], target: DependencyWait.Target
   ) -> Bool {
     var queue: OperationQueue?
     if case .queue(let taskQueue) = target { queue = taskQueue }
@@ -67,7 +67,7 @@ extension JobController {
     // finished now is tracked (and routed later, or meanwhile) or not tracked yet.
     let window = jobState.withLock { $0.openDependencyWindow() }
     let named = dependencies.map { dependency in
-      TaskDependencies<TrackedTask, DependencyWait>.Named(
+      TaskDependencies<TaskNode, DependencyWait>.Named(
         key: ObjectIdentifier(dependency), object: dependency, finishedBefore: dependency.isFinished)
     }
     let wait = DependencyWait(task: task, dependencies: dependencies, target: notes.mayQueue ? target : .none)

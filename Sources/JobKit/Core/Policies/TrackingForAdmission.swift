@@ -16,7 +16,7 @@ extension JobController {
   /// admission line for ``taskQueue``: it is observed first, then enters the line, so no
   /// admission can queue it before its finish is heard. While the job stops, it is tracked,
   /// cancelled and queued at once, and the job waits for it.
-  func trackForAdmission(_ task: Operation, node: TrackedTask, reportsJobFinished: Bool) -> AdmissionTracking {
+  func trackForAdmission(_ task: Operation, node: TaskNode, reportsJobFinished: Bool) -> AdmissionTracking {
     var notes = TrackingNotes(reportsJobFinished: reportsJobFinished)
     let tracked = track(
       task, node: node, queue: taskQueue, replacing: nil, waitsForDependencies: false, waitsForAdmission: true,
@@ -26,7 +26,7 @@ extension JobController {
   }
 
   /// `node`, tracked for admission, is observed now: it enters the line, or goes on at once.
-  func enterAdmission(_ node: TrackedTask, queue: OperationQueue) {
+  func enterAdmission(_ node: TaskNode, queue: OperationQueue) {
     if let exit = jobState.withLock({ $0.enterAdmission(node, queue: queue) }) {
       performAdmissionExit(exit)
     }

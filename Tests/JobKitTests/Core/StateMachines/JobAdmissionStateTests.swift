@@ -15,8 +15,8 @@ struct JobAdmissionStateTests {
   private let queue = OperationQueue()
 
   /// Tracks `task` for admission (as `trackForAdmission` does) and enters it in the line.
-  private func add(_ task: Operation, to state: inout JobState) -> (TrackedTask?, [AdmissionExit]) {
-    let outcome = state.track(task, node: TrackedTask(job: job, task: task), queue: queue, waitsForAdmission: true)
+  private func add(_ task: Operation, to state: inout JobState) -> (TaskNode?, [AdmissionExit]) {
+    let outcome = state.track(task, node: TaskNode(job: job, task: task), queue: queue, waitsForAdmission: true)
     guard case .tracked(let node, _, let queueNow, let waitsForSlot, _, _) = outcome else {
       Issue.record("not tracked: \(outcome)")
       return (nil, [])
@@ -145,7 +145,7 @@ struct JobAdmissionStateTests {
     var state = state(.all)
     _ = state.openAdmission()
     let task = BlockOperation {}
-    let outcome = state.track(task, node: TrackedTask(job: job, task: task), queue: queue, waitsForAdmission: true)
+    let outcome = state.track(task, node: TaskNode(job: job, task: task), queue: queue, waitsForAdmission: true)
     guard case .tracked(let node, _, _, _, _, _) = outcome else {
       Issue.record("not tracked")
       return

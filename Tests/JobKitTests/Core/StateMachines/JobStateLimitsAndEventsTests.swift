@@ -13,17 +13,17 @@ struct JobStateLimitsAndEventsTests {
   private let job = JobController()
 
   private struct Tracked {
-    let node: TrackedTask
+    let node: TaskNode
     let cancel: Bool
     let queueNow: Bool
     let waitsForSlot: Bool
   }
 
   private func track(_ task: Operation, in state: inout JobState, queue: OperationQueue? = nil) -> Tracked {
-    let outcome = state.track(task, node: TrackedTask(job: job, task: task), queue: queue)
+    let outcome = state.track(task, node: TaskNode(job: job, task: task), queue: queue)
     guard case .tracked(let node, let cancel, let queueNow, let waitsForSlot, _, _) = outcome else {
       Issue.record("not tracked: \(outcome)")
-      let node = TrackedTask(job: job, task: task, group: TaskGroupEntry(type: type(of: task)))
+      let node = TaskNode(job: job, task: task, group: TaskGroupEntry(type: type(of: task)))
       return Tracked(node: node, cancel: false, queueNow: false, waitsForSlot: false)
     }
     return Tracked(node: node, cancel: cancel, queueNow: queueNow, waitsForSlot: waitsForSlot)
@@ -150,7 +150,7 @@ struct JobStateLimitsAndEventsTests {
     let claimed = state.claimRetry(of: first) != nil
     #expect(claimed)
     let next = Alpha()
-    let outcome = state.track(next, node: TrackedTask(job: job, task: next), queue: nil, replacing: first)
+    let outcome = state.track(next, node: TaskNode(job: job, task: next), queue: nil, replacing: first)
     guard case .tracked(let second, _, _, _, _, _) = outcome else {
       Issue.record("the next attempt was not tracked")
       return

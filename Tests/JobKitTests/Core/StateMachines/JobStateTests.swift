@@ -13,11 +13,11 @@ struct JobStateTests {
   /// A job whose state the tests drive directly (never started).
   private let job = JobController()
 
-  private func track(_ task: Operation, in state: inout JobState, queue: OperationQueue? = nil) -> TrackedTask {
-    let outcome = state.track(task, node: TrackedTask(job: job, task: task), queue: queue)
+  private func track(_ task: Operation, in state: inout JobState, queue: OperationQueue? = nil) -> TaskNode {
+    let outcome = state.track(task, node: TaskNode(job: job, task: task), queue: queue)
     guard case .tracked(let node, _, _, _, _, _) = outcome else {
       Issue.record("not tracked: \(outcome)")
-      return TrackedTask(job: job, task: task, group: TaskGroupEntry(type: type(of: task)))
+      return TaskNode(job: job, task: task, group: TaskGroupEntry(type: type(of: task)))
     }
     return node
   }
@@ -92,7 +92,7 @@ struct JobStateTests {
     let check3 = state.phase.isFinished && state.outbox.drainer == .idle
     #expect(check3)
     let late = Alpha()
-    guard case .jobFinished = state.track(late, node: TrackedTask(job: job, task: late), queue: nil) else {
+    guard case .jobFinished = state.track(late, node: TaskNode(job: job, task: late), queue: nil) else {
       Issue.record("tracked after the finish")
       return
     }
@@ -103,7 +103,7 @@ struct JobStateTests {
   @Test func trackingGivesTheNodeItsClasssGroup() {
     var state = started()
     let task = Alpha()
-    let unpublished = TrackedTask(job: job, task: task)
+    let unpublished = TaskNode(job: job, task: task)
     #expect(unpublished.group == nil)
     guard case .tracked(let first, _, _, _, _, _) = state.track(task, node: unpublished, queue: nil) else {
       Issue.record("not tracked")
@@ -271,7 +271,7 @@ struct JobStateTests {
   @Test func theRegistryListsUnfinishedNodesAndUnlinksThemInAnyOrder() {
     var registry = TaskRegistry()
     let group = TaskGroupEntry(type: Alpha.self)
-    let nodes = (0..<4).map { _ in TrackedTask(job: job, task: Alpha(), group: group) }
+    let nodes = (0..<4).map { _ in TaskNode(job: job, task: Alpha(), group: group) }
     for node in nodes { registry.insert(node) }
     let check25 = registry.nodes.map(ObjectIdentifier.init) == nodes.reversed().map(ObjectIdentifier.init)
     #expect(check25)

@@ -129,11 +129,11 @@ struct SuspensionStateTests {
 
   /// Tracks `task` for the job to queue on `queue`, as `JobController.track` does: the
   /// transition, then `admitOrWait` if it waits. Returns the node and whether it is queued now.
-  private func track(_ task: Operation, in state: inout JobState, queue: OperationQueue) -> (TrackedTask, Bool) {
-    let outcome = state.track(task, node: TrackedTask(job: job, task: task), queue: queue)
+  private func track(_ task: Operation, in state: inout JobState, queue: OperationQueue) -> (TaskNode, Bool) {
+    let outcome = state.track(task, node: TaskNode(job: job, task: task), queue: queue)
     guard case .tracked(let node, _, let queueNow, let waits, _, _) = outcome else {
       Issue.record("not tracked")
-      return (TrackedTask(job: job, task: task, group: TaskGroupEntry(type: type(of: task))), false)
+      return (TaskNode(job: job, task: task, group: TaskGroupEntry(type: type(of: task))), false)
     }
     return (node, queueNow || (waits && state.admitOrWait(node, queue: queue)))
   }

@@ -195,20 +195,20 @@ struct TaskDependenciesStateTests {
   /// A job whose state the tests drive directly (never started).
   private let job = JobController()
 
-  @Test func aTrackedTaskWithDependenciesIsNotQueuedAndStallsOnlyOnceMainReturned() {
+  @Test func aTaskNodeWithDependenciesIsNotQueuedAndStallsOnlyOnceMainReturned() {
     var state = JobState()
     _ = state.beginMain(on: 1)
     let task = BlockOperation()
     let orphan = BlockOperation()
     let outcome = state.track(
-      task, node: TrackedTask(job: job, task: task), queue: OperationQueue(), waitsForDependencies: true)
+      task, node: TaskNode(job: job, task: task), queue: OperationQueue(), waitsForDependencies: true)
     guard case .tracked(let node, _, let queueNow, let waitsForSlot, _, _) = outcome else {
       Issue.record("not tracked: \(outcome)")
       return
     }
     #expect(!queueNow && !waitsForSlot && state.dependencies.isActive)
     let named = [
-      TaskDependencies<TrackedTask, DependencyWait>.Named(
+      TaskDependencies<TaskNode, DependencyWait>.Named(
         key: ObjectIdentifier(orphan), object: orphan, finishedBefore: false)
     ]
     let wait = DependencyWait(task: task, dependencies: [orphan], target: .none)
@@ -229,15 +229,15 @@ struct TaskDependenciesStateTests {
     let dependant = BlockOperation()
     guard
       case .tracked(let first, _, _, _, _, _) = state.track(
-        dependency, node: TrackedTask(job: job, task: dependency), queue: OperationQueue()),
+        dependency, node: TaskNode(job: job, task: dependency), queue: OperationQueue()),
       case .tracked(let second, _, _, _, _, _) = state.track(
-        dependant, node: TrackedTask(job: job, task: dependant), queue: OperationQueue(), waitsForDependencies: true)
+        dependant, node: TaskNode(job: job, task: dependant), queue: OperationQueue(), waitsForDependencies: true)
     else {
       Issue.record("not tracked")
       return
     }
     let named = [
-      TaskDependencies<TrackedTask, DependencyWait>.Named(
+      TaskDependencies<TaskNode, DependencyWait>.Named(
         key: ObjectIdentifier(dependency), object: dependency, finishedBefore: false)
     ]
     #expect(

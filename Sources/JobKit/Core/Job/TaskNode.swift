@@ -12,10 +12,10 @@ import Foundation
 /// router after the task finished.
 ///
 /// Usable from inlinable code, so that a client's `trackAndQueue(_:completion:)` makes its
-/// ``TrackedTaskWithCompletion`` specialized, whose metadata is then cached in the client
+/// ``TaskNodeWithCompletion`` specialized, whose metadata is then cached in the client
 /// instead of looked up in the runtime's generic metadata cache for every task.
 @usableFromInline
-class TrackedTask: OperationFinishObserver, OperationStartObserver, @unchecked Sendable {
+class TaskNode: OperationFinishObserver, OperationStartObserver, @unchecked Sendable {
   // @unchecked Sendable: mutable fields are guarded by the owning job's lock (see above).
   let job: JobController
   /// The task's group (its exact class): `nil` only until the job's `track` transition, which
@@ -36,8 +36,8 @@ class TrackedTask: OperationFinishObserver, OperationStartObserver, @unchecked S
   @exclusivity(unchecked) var state = TaskState.tracked
   /// Links of the job's list of unfinished tasks (see `TaskRegistry`), guarded by its lock. The
   /// list holds the nodes through `next`. Exclusivity unchecked: only touched under the lock.
-  @exclusivity(unchecked) var next: TrackedTask?
-  @exclusivity(unchecked) unowned(unsafe) var previous: TrackedTask?
+  @exclusivity(unchecked) var next: TaskNode?
+  @exclusivity(unchecked) unowned(unsafe) var previous: TaskNode?
   /// Set for a task tracked with a retry policy (before publication, by `trackAttempt`); exclusivity
   /// unchecked: never written after publication.
   @exclusivity(unchecked) var retry: RetryAttempt?
@@ -76,8 +76,8 @@ class TrackedTask: OperationFinishObserver, OperationStartObserver, @unchecked S
 
 /// A tracked task with its own completion closure, typed to the task's class.
 @usableFromInline
-final class TrackedTaskWithCompletion<Task: Operation>: TrackedTask, @unchecked Sendable {
-  // @unchecked Sendable: as for `TrackedTask`; `completion` is immutable and `@Sendable`.
+final class TaskNodeWithCompletion<Task: Operation>: TaskNode, @unchecked Sendable {
+  // @unchecked Sendable: as for `TaskNode`; `completion` is immutable and `@Sendable`.
   let completion: @Sendable (Task) -> Void
 
   @usableFromInline
