@@ -53,7 +53,7 @@ struct GroupStateTests {
     var job = jobState(for: state, adding: tasks)
     let started = state.start(job: &job)
     #expect(started.map(\.task).first === tasks[0] && started.count == 1)
-    let next = proceeded(state.taskFinished(tasks[0], error: nil, job: &job))
+    let next = proceeded(state.taskRouted(tasks[0], error: nil, job: &job))
     #expect(next?.tasks.first === tasks[1] && next?.pulls == false)
   }
 
@@ -66,14 +66,14 @@ struct GroupStateTests {
     let tasks = [BlockOperation {}, BlockOperation {}]
     var job = jobState(for: state, adding: tasks)
     _ = state.start(job: &job)
-    let routing = state.taskFinished(tasks[0], error: CancellationError(), job: &job)
+    let routing = state.taskRouted(tasks[0], error: CancellationError(), job: &job)
     if stopsOnFailure {
       guard case .fail = routing else {
         Issue.record("expected fail")
         return
       }
       _ = job.stop(.cancelled)
-      let whileStopping = state.taskFinished(tasks[1], error: CancellationError(), job: &job)
+      let whileStopping = state.taskRouted(tasks[1], error: CancellationError(), job: &job)
       #expect(proceeded(whileStopping) != nil)
     } else {
       #expect(proceeded(routing)?.tasks.first === tasks[1])
@@ -88,7 +88,7 @@ struct GroupStateTests {
     let tasks = [BlockOperation {}, BlockOperation {}]
     var job = jobState(for: state, adding: tasks)
     _ = state.start(job: &job)
-    let routing = state.taskFinished(tasks[0], error: nil, cancelledItself: true, job: &job)
+    let routing = state.taskRouted(tasks[0], error: nil, cancelledItself: true, job: &job)
     #expect(isCancel(routing))
   }
 
@@ -99,7 +99,7 @@ struct GroupStateTests {
     let tasks = [BlockOperation {}, BlockOperation {}]
     var job = jobState(for: state, adding: tasks)
     _ = state.start(job: &job)
-    let routing = state.taskFinished(tasks[0], error: nil, cancelledItself: !propagates, job: &job)
+    let routing = state.taskRouted(tasks[0], error: nil, cancelledItself: !propagates, job: &job)
     #expect(proceeded(routing)?.tasks.first === tasks[1])
   }
 
@@ -110,7 +110,7 @@ struct GroupStateTests {
     var job = jobState(for: state, adding: [task])
     _ = state.start(job: &job)
     _ = job.stop(.cancelled)
-    let routing = state.taskFinished(task, error: nil, cancelledItself: true, job: &job)
+    let routing = state.taskRouted(task, error: nil, cancelledItself: true, job: &job)
     #expect(!isCancel(routing))
   }
 
@@ -128,7 +128,7 @@ struct GroupStateTests {
     let pulled = [pulledTask(state.pulled(first, job: &job)), pulledTask(state.pulled(BlockOperation {}, job: &job))]
     #expect(pulled[0] === first && pulled[1] != nil)
     // The finished task's slot is reserved for the next pull at once.
-    let routed = proceeded(state.taskFinished(first, error: nil, fromSource: true, job: &job))
+    let routed = proceeded(state.taskRouted(first, error: nil, fromSource: true, job: &job))
     #expect(routed?.pulls == true && routed?.tasks.isEmpty == true && state.source?.running == 2)
     let full = state.reservePull(job: job)
     #expect(!full)
@@ -170,7 +170,7 @@ struct GroupStateTests {
     _ = state.reservePull(job: job)
     let task = BlockOperation {}
     _ = state.pulled(task, job: &job)
-    let routing = state.taskFinished(task, error: nil, cancelledItself: true, fromSource: true, job: &job)
+    let routing = state.taskRouted(task, error: nil, cancelledItself: true, fromSource: true, job: &job)
     #expect(isCancel(routing) && state.source?.running == 0)
   }
 
@@ -186,7 +186,7 @@ struct GroupStateTests {
     _ = state.pulled(pulled, job: &job)
     let whileRunning = state.reservePull(job: job)
     #expect(!whileRunning)
-    let afterFirst = proceeded(state.taskFinished(pulled, error: nil, fromSource: true, job: &job))
+    let afterFirst = proceeded(state.taskRouted(pulled, error: nil, fromSource: true, job: &job))
     #expect(afterFirst?.tasks.isEmpty == true && afterFirst?.pulls == true)  // the source may still yield
     guard case .exhausted(let exits) = state.pulled(nil, job: &job) else {
       Issue.record("expected exhausted")

@@ -228,7 +228,7 @@ open class GroupJob: JobController, @unchecked Sendable {
     // A concurrent group's added task that did not cancel itself changes nothing.
     guard isSequential || fromSource || cancelledItself else { return false }
     let routing = withJobLock(groupState) { job, group in
-      group.taskFinished(task, error: error, cancelledItself: cancelledItself, fromSource: fromSource, job: &job)
+      group.taskRouted(task, error: error, cancelledItself: cancelledItself, fromSource: fromSource, job: &job)
     }
     switch routing {
     case .proceed(let exit, let pulls):

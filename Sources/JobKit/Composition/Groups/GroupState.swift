@@ -78,7 +78,7 @@ struct GroupState {
   /// group's callbacks are not delivered once its job stops, so the group did not cancel it);
   /// `fromSource` if it was pulled from the source (its slot is free again, and reserved for the
   /// next pull if one may go).
-  mutating func taskFinished(
+  mutating func taskRouted(
     _ task: Operation, error: (any Error)?, cancelledItself: Bool = false, fromSource: Bool = false,
     job: inout JobState
   ) -> Routing {

@@ -130,7 +130,7 @@ extension JobController {
     // One lock from the finish to the task's own callback: the finish is booked and, if this
     // thread becomes the drainer, its first batch taken (usually this task, decided already).
     let (actions, role, first) = jobState.withLock { state in
-      let actions = state.taskFinished(node, at: now, report: report)
+      let actions = state.recordFinish(node, at: now, report: report)
       let role = state.claimDrain(on: thread)
       return (actions, role, role == .drainer ? state.nextDrain(on: thread) : nil)
     }

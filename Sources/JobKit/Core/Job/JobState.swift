@@ -197,7 +197,7 @@ struct JobState {
   /// when the task's events are observed; `report` is what the finishing thread read from it.
   /// Returns `nil` when there is nothing to do after the lock (a plain task: no slot, no
   /// timeout), so that the common case copies no arrays or existentials out of the lock.
-  mutating func taskFinished(
+  mutating func recordFinish(
     _ node: TaskNode, at now: ContinuousClock.Instant? = nil, report: FinishReport? = nil
   ) -> FinishActions? {
     guard let release = node.state.finish(report: report) else { return nil }

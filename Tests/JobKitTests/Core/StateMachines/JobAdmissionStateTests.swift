@@ -162,7 +162,7 @@ struct JobAdmissionStateTests {
     let (node, _) = add(BlockOperation {}, to: &state)
     guard let node else { return }
     #expect(state.admission.waitingCount == 1)
-    _ = state.taskFinished(node)
+    _ = state.recordFinish(node)
     #expect(state.admission.waitingCount == 0 && state.tasksWaitingForAdmission.isEmpty)
     let opened = state.openAdmission()
     #expect(opened.isEmpty)

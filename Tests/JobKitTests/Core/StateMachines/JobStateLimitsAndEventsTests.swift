@@ -77,10 +77,10 @@ struct JobStateLimitsAndEventsTests {
     #expect(group.running == 1 && group.waitingCount == 3)
 
     // The holder ignored the cancel and finishes now: one slot, one task, in tracking order.
-    #expect(ids(state.taskFinished(holder.node)?.admitted ?? []) == [id(waiting)])
-    #expect(ids(state.taskFinished(waiting.node)?.admitted ?? []) == [id(racing)])
-    #expect(ids(state.taskFinished(racing.node)?.admitted ?? []) == [id(late)])
-    #expect(state.taskFinished(late.node)?.admitted.isEmpty ?? true)
+    #expect(ids(state.recordFinish(holder.node)?.admitted ?? []) == [id(waiting)])
+    #expect(ids(state.recordFinish(waiting.node)?.admitted ?? []) == [id(racing)])
+    #expect(ids(state.recordFinish(racing.node)?.admitted ?? []) == [id(late)])
+    #expect(state.recordFinish(late.node)?.admitted.isEmpty ?? true)
     #expect(group.running == 0 && group.waitingCount == 0)
   }
 
@@ -158,7 +158,7 @@ struct JobStateLimitsAndEventsTests {
     _ = state.confirmTracked(second, name: "a", at: .now)
     _ = state.confirmTracked(first, name: "a", at: .now)  // a late confirmation of the replaced one
     state.mainReturned()
-    _ = state.taskFinished(second, at: .now)
+    _ = state.recordFinish(second, at: .now)
     guard state.outbox.takeRoute(if: true) === second else {
       Issue.record("not routed")
       return
@@ -176,7 +176,7 @@ struct JobStateLimitsAndEventsTests {
     var (state, continuation) = listening()
     let node = track(Alpha(), in: &state).node
     state.mainReturned()
-    _ = state.taskFinished(node, at: .now)
+    _ = state.recordFinish(node, at: .now)
     guard state.outbox.takeRoute(if: true) === node else {
       Issue.record("not routed")
       return

@@ -48,7 +48,7 @@ struct JobStateTests {
     let beta = track(Beta(), in: &state)
     let check1 = state.registry.count == 2
     #expect(check1)
-    _ = state.taskFinished(alpha)
+    _ = state.recordFinish(alpha)
     let check201 = state.claimDrain(on: 2) == .none && state.claimDrain(on: 1) == .none  // main() runs
     #expect(check201)
     let check202 = state.claimDrain(on: 1, inTrack: true) == .drainer  // one of main's track calls
@@ -70,7 +70,7 @@ struct JobStateTests {
     #expect(check206)
     let check207 = next(&state, on: 1) == nil  // beta is unfinished
     #expect(check207)
-    _ = state.taskFinished(beta)
+    _ = state.recordFinish(beta)
     let check208 = state.claimDrain(on: 3) == .drainer  // nobody drains: this thread does
     #expect(check208)
     let check209 = state.claimDrain(on: 4) == .none
@@ -121,7 +121,7 @@ struct JobStateTests {
   @Test func aGroupThatReachesZeroWhileMainRunsFiresOnceAfterMainIfStillAtZero() {
     var state = started()
     let first = track(Alpha(), in: &state)
-    _ = state.taskFinished(first)
+    _ = state.recordFinish(first)
     let check4 = state.claimDrain(on: 1, inTrack: true) == .drainer
     #expect(check4)
     let check41 = next(&state, on: 1, inTrack: true) == "route Alpha"
@@ -150,7 +150,7 @@ struct JobStateTests {
     var state = started()
     state.mainReturned()
     let failed = track(Alpha(), in: &state)
-    _ = state.taskFinished(failed, report: FinishReport(error: TestError(3), isCancelled: false))
+    _ = state.recordFinish(failed, report: FinishReport(error: TestError(3), isCancelled: false))
     let check40 = state.claimDrain(on: 2) == .drainer
     #expect(check40)
     guard case .route(let node, .deliver?)? = state.nextDrain(on: 2)?.item, node === failed else {
@@ -162,7 +162,7 @@ struct JobStateTests {
     let timedOut = track(Beta(), in: &state)
     let check42 = state.armTimeout(for: timedOut) && state.timeoutExpired(for: timedOut) != nil
     #expect(check42)
-    _ = state.taskFinished(timedOut, report: FinishReport())
+    _ = state.recordFinish(timedOut, report: FinishReport())
     _ = state.routed(failed)
     guard case .route(let late, nil)? = state.nextDrain(on: 2)?.item, late === timedOut else {
       Issue.record("expected the timed-out task, undecided")
@@ -203,7 +203,7 @@ struct JobStateTests {
         ObjectIdentifier(nodes[1].operation)
       ]
     #expect(check9)
-    let admitted = state.taskFinished(nodes[1])?.admitted ?? []
+    let admitted = state.recordFinish(nodes[1])?.admitted ?? []
     let check10 = admitted.map { ObjectIdentifier($0.task) } == [ObjectIdentifier(nodes[2].operation)]
     #expect(check10)
     let check11 = state.registry.group(for: Alpha.self).running == 1
@@ -220,7 +220,7 @@ struct JobStateTests {
     #expect(check13)
     let check14 = state.armedTask(of: node) === node.operation
     #expect(check14)
-    let check15 = state.taskFinished(node)?.timeout != nil
+    let check15 = state.recordFinish(node)?.timeout != nil
     #expect(check15)
     let check16 = state.armedTask(of: node) == nil
     #expect(check16)

@@ -190,7 +190,7 @@ struct SuspensionStateTests {
     let (_, heldQueued) = track(Alpha(), in: &state, queue: queue)  // waits for the resume
     #expect(!heldQueued)
     // The holder finishes while suspended: its slot is not given to the line.
-    let freed = state.taskFinished(holder)
+    let freed = state.recordFinish(holder)
     #expect(freed?.admitted.isEmpty ?? true)
     let resumed = state.setSuspended(false, generation: 2)
     // One slot: the task that waited in line first; the held-back one joins the line.

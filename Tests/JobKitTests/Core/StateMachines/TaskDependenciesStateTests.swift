@@ -245,7 +245,7 @@ struct TaskDependenciesStateTests {
         second, named, DependencyWait(task: dependant, dependencies: [dependency], target: .none),
         window: state.openDependencyWindow()) == nil)
     state.mainReturned()
-    _ = state.taskFinished(first)
+    _ = state.recordFinish(first)
     guard let routing = state.nextDrain(on: 1), case .route(let node, _) = routing.item else {
       Issue.record("nothing to route")
       return
