@@ -144,6 +144,10 @@ struct AdmissionExit {
   /// for admission is tracked when it leaves the line, as it was before the admission existed:
   /// a group's tasks, added before anyone could listen, are seen once they start.
   let observesEvents: Bool
+  /// The job stopped after the task was tracked and before it entered the line: it leaves at
+  /// once, and the caller cancels it before it is queued (the stop's own cancel of it runs on
+  /// the stopping thread and may come later).
+  let cancelsFirst: Bool
 }
 
 extension JobState {
@@ -156,8 +160,9 @@ extension JobState {
   /// exit if it leaves at once.
   mutating func enterAdmission(_ node: TaskNode, queue: OperationQueue) -> AdmissionExit? {
     guard node.state.isWaitingForAdmission else { return nil }
-    guard admission.enter(node, stopping: phase.isStopping) else { return nil }
-    return exit(node, queue)
+    let stopping = phase.isStopping
+    guard admission.enter(node, stopping: stopping) else { return nil }
+    return exit(node, queue, cancelsFirst: stopping)
   }
 
   /// The job's `main()` begins: the tasks that may go now leave the line.
@@ -224,7 +229,7 @@ extension JobState {
     return exits
   }
 
-  private func exit(_ node: TaskNode, _ queue: OperationQueue) -> AdmissionExit? {
+  private func exit(_ node: TaskNode, _ queue: OperationQueue, cancelsFirst: Bool = false) -> AdmissionExit? {
     guard let task = node.task else { return nil }
     let group: TaskGroupEntry = node.group
     let ready = !suspension.isSuspended && group.limit == nil && group.rate == nil
@@ -234,7 +239,8 @@ extension JobState {
       node.timing = TaskTiming()
     }
     return AdmissionExit(
-      node: node, task: task, queue: queue, ready: ready, shared: admission.shared, observesEvents: observesEvents)
+      node: node, task: task, queue: queue, ready: ready, shared: admission.shared, observesEvents: observesEvents,
+      cancelsFirst: cancelsFirst)
   }
 }
 

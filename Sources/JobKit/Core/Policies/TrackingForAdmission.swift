@@ -58,6 +58,9 @@ extension JobController {
       confirmTracked(exit.task, node: exit.node)
     }
     prepareForAdmission(exit.task, shared: exit.shared)
+    if exit.cancelsFirst {
+      exit.task.cancel(handingDown: stopReason())
+    }
     guard exit.ready else { return false }
     enqueue(exit.task, on: exit.queue)
     return true

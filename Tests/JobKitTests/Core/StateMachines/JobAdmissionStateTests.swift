@@ -119,6 +119,31 @@ struct JobAdmissionStateTests {
     #expect(late.count == 1)
   }
 
+  /// A task tracked before the stop but entering the line after it leaves at once, and its
+  /// caller must cancel it before queueing it: the stop's own cancel of it comes from the
+  /// stopping thread, maybe after the task started (a sequential group then ran two at once).
+  @Test(arguments: [JobAdmission.Order.all, .oneAtATime])
+  func aTaskThatEntersAfterTheStopIsCancelledFirst(order: JobAdmission.Order) {
+    var state = state(order)
+    _ = state.openAdmission()
+    let task = BlockOperation {}
+    let outcome = state.track(task, node: TaskNode(job: job, task: task), queue: queue, waitsForAdmission: true)
+    guard case .tracked(let node, let cancel, _, _, _, _) = outcome else {
+      Issue.record("not tracked: \(outcome)")
+      return
+    }
+    #expect(!cancel)
+    let actions = state.stop(.cancelled)
+    #expect(actions.cancel.contains { $0 === task })
+    let exit = state.enterAdmission(node, queue: queue)
+    #expect(exit?.task === task && exit?.cancelsFirst == true)
+    // Before the stop, nobody cancels it first.
+    var running = self.state(order)
+    _ = running.openAdmission()
+    let (_, exits) = add(BlockOperation {}, to: &running)
+    #expect(exits.count == 1 && exits.allSatisfy { !$0.cancelsFirst })
+  }
+
   /// A task that leaves the line while the job is suspended, or whose group has a limit, is
   /// not `ready`: it asks for a slot (`admitAfterAdmission`), which holds it or admits it.
   @Test func aSuspendedJobsExitsAskForASlot() {
