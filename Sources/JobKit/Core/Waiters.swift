@@ -1,7 +1,7 @@
 /// Swift tasks suspended until something happens, each with what it still waits for
 /// (`Condition`), resumed with a `Value`: the one waiter registry of JobKit's state machines
-/// (callers of `ConcurrentOperation.waitWhileSuspended()`, of `CommandQueue.drained()`, of
-/// `JobController.waitForRoom(inGroup:)`).
+/// (callers of `ConcurrentOperation.waitWhileSuspended()`, of a command queue's `drained()`,
+/// of `JobController.waitForRoom(inGroup:)`).
 ///
 /// A value kept under its owner's lock. A wait takes three steps, because the continuation
 /// exists only inside `withCheckedContinuation` and the awaiting task may be cancelled at any
