@@ -6,15 +6,15 @@
 struct CommandMapState {
   /// Per exact event type, the mappings in run order: higher priority first, equal priorities in
   /// mapping order.
-  var mappings: [ObjectIdentifier: [CommandMapping]] = [:]
+  private(set) var mappings: [ObjectIdentifier: [CommandMapping]] = [:]
   /// The extensions loaded now, by identity. Held strongly, so an identity cannot be reused by
   /// another object while its extension is loaded.
-  var loadedExtensions: [ObjectIdentifier: any CommandExtension] = [:]
+  private(set) var loadedExtensions: [ObjectIdentifier: any CommandExtension] = [:]
   /// `once` mappings a dispatch has claimed, kept while any dispatch is choosing its commands,
   /// because only such a dispatch can still hold one of them in its snapshot.
-  var claimedOnce: Set<ObjectIdentifier> = []
+  private(set) var claimedOnce: Set<ObjectIdentifier> = []
   /// Dispatches between ``beginDispatch(of:)`` and ``endDispatch()``.
-  var choosingDispatches = 0
+  private(set) var choosingDispatches = 0
 
   // MARK: Mapping and unmapping
 

@@ -31,22 +31,22 @@ struct CommandQueueState {
 
   /// Whether a burst waits for the older ones to finish before it starts.
   let isSequential: Bool
-  var isPaused = false
+  private(set) var isPaused = false
   /// Bumped by every pause and resume, so a group applies them in order (see `JobAdmission.setPaused`).
-  var holdGeneration: UInt64 = 0
+  private(set) var holdGeneration: UInt64 = 0
   /// The burst new commands join, if one is running and still accepting.
-  var open: ObjectIdentifier?
+  private(set) var open: ObjectIdentifier?
   /// Every burst that has not finished, oldest first.
-  var bursts: [Burst] = []
+  private(set) var bursts: [Burst] = []
   /// Failures of the bursts finished since the last `onDrained` call.
-  var failures: [TaskFailure] = []
+  private(set) var failures: [TaskFailure] = []
   var onDrained: (@Sendable ([TaskFailure]) -> Void)?
   /// The `onDrained` calls handed out and not returned yet (see ``reportReturned(_:)``).
-  var reporting: Set<UInt64> = []
-  var nextReport: UInt64 = 0
+  private(set) var reporting: Set<UInt64> = []
+  private(set) var nextReport: UInt64 = 0
   /// Callers of `drained()`, each waiting for the bursts that were running when it was called,
   /// then for the `onDrained` calls that report them.
-  var drainWaiters = Waiters<DrainWait, Void>()
+  private(set) var drainWaiters = Waiters<DrainWait, Void>()
 
   /// What a `drained()` caller waits for.
   enum DrainWait {

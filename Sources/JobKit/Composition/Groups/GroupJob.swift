@@ -73,7 +73,7 @@ open class GroupJob: JobController, @unchecked Sendable {
     let context = JobContext()
     withJobLock(groupState) { job, group in
       group.configure(&job)
-      _ = job.admission.replaceShared(with: context)
+      _ = job.replaceSharedAdmission(with: context)
     }
     failurePolicy = .collect
     for task in tasks {
@@ -272,7 +272,7 @@ open class GroupJob: JobController, @unchecked Sendable {
   }
 
   private func replaceContext(with context: JobContext) {
-    let replaced = jobState.withLock { $0.admission.replaceShared(with: context) }
+    let replaced = jobState.withLock { $0.replaceSharedAdmission(with: context) }
     _ = replaced  // released after the lock: its values are the user's
   }
 

@@ -50,14 +50,14 @@ struct PipelineState<Output: Sendable> {
     case ended(result: Output?)
   }
 
-  var phase: Phase
+  private(set) var phase: Phase
   var errorHandler: PipelineHandler<any Error>?
   var finallyHandler: PipelineHandler<Output>?
   /// `onCancelled`'s handler: called once if the pipeline ends cancelled.
   var cancelHandler: PipelineHandler<Void>?
   /// `run()` or `runAndWait()` was called: a failure will be thrown to its caller, so it is
   /// handled (see `Pipeline.reportUnhandledFailure`).
-  var outcomeAwaited = false
+  private(set) var outcomeAwaited = false
 
   /// What a transition took out of the state: the user's closures (steps, handlers), handed to
   /// the caller so that their last reference is released after the lock (a captured value's

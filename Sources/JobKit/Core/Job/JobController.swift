@@ -154,7 +154,7 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// for that group. Safe from any thread; set it before the group's tasks finish. The job drops
   /// its handlers when it finishes.
   public func setCompletion<T: Operation>(forGroup group: T.Type, _ handler: @escaping @Sendable () -> Void) {
-    let replaced = jobState.withLock { $0.registry.group(for: group).replaceHandler(with: handler) }
+    let replaced = jobState.withLock { $0.replaceCompletion(forGroup: group, with: handler) }
     // Released after the lock: the old handler may hold the last reference to a user's object.
     _ = replaced
   }
@@ -212,7 +212,7 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// Runs `main()`, then routes finished tasks. Subclasses override `main()`, not this.
   public final override func operationStart() {
     let thread = currentThreadID()
-    let (runsMain, timeLimit) = withJobState { ($0.beginMain(on: thread), $0.timeLimit.begin()) }
+    let (runsMain, timeLimit) = withJobState { ($0.beginMain(on: thread), $0.beginTimeLimit()) }
     if let timeLimit {
       armTimeLimit(timeLimit)
     }

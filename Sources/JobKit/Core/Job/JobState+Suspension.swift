@@ -8,16 +8,16 @@ import Foundation
 /// children are told by one thread at a time (`isDelivering`), which loops until they were told
 /// the latest state, so racing suspends and resumes leave them as the job is.
 struct JobSuspension {
-  var isSuspended = false
+  fileprivate(set) var isSuspended = false
   /// The generation of the last change applied.
-  var generation: UInt64 = 0
+  fileprivate(set) var generation: UInt64 = 0
   /// Job-queued tasks tracked while suspended, observed and waiting for the resume (or a stop),
   /// in tracking order; each one's own state says where it goes (`TaskState.Slot.suspended`).
-  var waiting: [TaskNode] = []
+  fileprivate(set) var waiting: [TaskNode] = []
   /// What the children were last told (`true`: suspend).
-  var childrenSuspended = false
+  fileprivate(set) var childrenSuspended = false
   /// A thread is telling the children (see `nextChildDelivery()`).
-  var isDelivering = false
+  fileprivate(set) var isDelivering = false
 }
 
 /// Suspension: the job-queued tasks tracked while suspended wait like tasks waiting for a group

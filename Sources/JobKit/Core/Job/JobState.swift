@@ -4,11 +4,11 @@ import Foundation
 /// (lifecycle, stop reason), the ``TaskRegistry`` (tracked and per-type tasks), the ``Outbox``
 /// (what waits to be done after the lock: routing, events, progress, and its one drainer),
 /// failures, event listeners and ``ProgressState``. Limits, timers and dependencies live in
-/// `JobState+Limits.swift`, `JobState+Timers.swift` and `JobState+Dependencies.swift`, draining
-/// in `Outbox.swift`.
+/// `JobState+Limits.swift`, `JobState+Timers.swift` and `JobState+Dependencies.swift`, setting
+/// changes in `JobState+Settings.swift`, draining in `Outbox.swift`.
 ///
-/// Changed only by the transitions below, under the job's lock; each returns what the caller
-/// must do after releasing it. No transition calls user code, an overridable member of a user
+/// Changed only by its transitions (`.ci/check-transitions`), under the job's lock; each
+/// returns what the caller must do after releasing it. No transition calls user code, an overridable member of a user
 /// type, a continuation, KVO, `Progress` or a clock.
 struct JobState {
   typealias Stop = JobStop

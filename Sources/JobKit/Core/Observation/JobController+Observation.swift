@@ -40,7 +40,7 @@ extension JobController: ProgressReporting {
     if let id = jobState.withLock({ $0.addListener(continuation, follower: follower) }) {
       continuation.onTermination = { [weak self] _ in
         // The follower is released here, after the lock.
-        _ = self?.jobState.withLock { $0.listeners.remove(id) }
+        _ = self?.jobState.withLock { $0.removeListener(id) }
       }
     } else {
       continuation.finish()
@@ -106,7 +106,7 @@ extension JobController: ProgressReporting {
   /// fraction the caller adds (each counts up to one task of `total`).
   private func fractionParts() -> (done: Double, total: Double?, nested: [JobController]) {
     _ = progress
-    let (completed, total, finished, reporters) = jobState.withLock { $0.progress.fractionInputs() }
+    let (completed, total, finished, reporters) = jobState.withLock { $0.progress.fractionInputs }
     if finished { return (1, nil, []) }
     guard total > 0 else { return (0, nil, []) }
     var done = Double(completed)

@@ -79,7 +79,7 @@ struct ProgressState {
   }
 
   /// The job's own counts and the tasks whose fraction adds to them, for `fractionCompleted`.
-  func fractionInputs() -> (completed: Int64, total: Int64, finished: Bool, reporters: [Operation]) {
+  var fractionInputs: (completed: Int64, total: Int64, finished: Bool, reporters: [Operation]) {
     (completed, total, isFinished, Array(reporters.values))
   }
 }

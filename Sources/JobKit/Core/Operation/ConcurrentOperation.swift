@@ -293,7 +293,7 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
   /// Records a misuse on this operation and passes it to ``JobKitDiagnostics``.
   func reportMisuse(_ code: JobKitError.Code, _ message: String) {
     let error = JobKitError(code, message: message)
-    state.withLock { $0.misuses.append(error) }
+    state.withLock { $0.recordMisuse(error) }
     JobKitDiagnostics.report(error, for: self)
   }
 

@@ -3,12 +3,12 @@
 /// job holding back its tasks) can drop a stale one that arrives late.
 struct OperationSuspension {
   var isSuspended = false
-  var generation: UInt64 = 0
+  fileprivate(set) var generation: UInt64 = 0
   /// Swift tasks waiting for the resume (`ConcurrentOperation.waitWhileSuspended()`).
-  var waiters = Waiters<Void, Void>()
+  fileprivate(set) var waiters = Waiters<Void, Void>()
   /// A stop without a cancel (a job's `fail(_:)`) ended the suspension for good: like a cancel,
   /// it makes a later `suspend()` a no-op.
-  var isRefused = false
+  fileprivate(set) var isRefused = false
 }
 
 /// Suspension: a suspended operation that its queue starts waits (`Phase.deferred`, executing)

@@ -83,18 +83,18 @@ struct OperationState {
   }
 
   var phase = Phase.idle(cancelled: false)
-  var error: (any Error)?
+  private(set) var error: (any Error)?
   /// Why the operation was stopped: the first reason recorded before it finished (a
   /// `cancel(reason:)`, a job's `fail(_:)` or time limit, a parent's reason handed down), or
   /// `CancellationError` for a plain `cancel()`. `nil` until then.
-  var cancellationReason: (any Error)?
-  var observers = Observers.none
+  private(set) var cancellationReason: (any Error)?
+  private(set) var observers = Observers.none
   /// Told when the operation starts, then dropped (empty for an operation nobody's events
   /// observe: no allocation).
   var startObservers: [any OperationStartObserver] = []
   /// A job claimed the right to add the operation to a queue (see `addObserver(_:claimingQueue:)`).
-  var queueClaimed = false
-  var misuses: [JobKitError] = []
+  private(set) var queueClaimed = false
+  private(set) var misuses: [JobKitError] = []
   /// `suspend()` / `resume()` (see `OperationState+Suspension.swift`).
   var suspension = OperationSuspension()
 
@@ -263,5 +263,19 @@ struct OperationState {
     case 1: observers = .one(remaining[0])
     default: observers = .many(remaining)
     }
+  }
+
+  /// Claims the right to add the operation to a queue for a caller that does not track it (a
+  /// job's `startJob`/`run()`, or `run()`/`runAndWait()` on a task). Returns `false` when a job
+  /// or an earlier call already claimed it, or the operation already started.
+  mutating func claimQueue() -> Bool {
+    guard phase.isIdle, !queueClaimed else { return false }
+    queueClaimed = true
+    return true
+  }
+
+  /// Records a misuse of the operation (``ConcurrentOperation/misuses``).
+  mutating func recordMisuse(_ error: JobKitError) {
+    misuses.append(error)
   }
 }

@@ -5,7 +5,7 @@ extension JobController {
   /// thread; it applies to failures routed after the change (set it in `main()` or before).
   public var failurePolicy: FailurePolicy {
     get { jobState.withLock { $0.failurePolicy } }
-    set { jobState.withLock { $0.failurePolicy = newValue } }
+    set { jobState.withLock { $0.setFailurePolicy(newValue) } }
   }
 
   /// The clock retry delays and timeouts wait on. Default ``DispatchJobClock`` (real time).
@@ -16,7 +16,7 @@ extension JobController {
   public var clock: any JobClock {
     get { jobState.withLock { $0.clock } }
     set {
-      let replaced = jobState.withLock { exchange(&$0.clock, with: newValue) }
+      let replaced = jobState.withLock { $0.replaceClock(with: newValue) }
       _ = replaced  // released after the lock: it may be the user's clock
     }
   }
@@ -167,7 +167,7 @@ extension JobController {
   /// Safe to set from any thread; it applies to stops after the change.
   public var cancellationGracePeriod: Duration? {
     get { jobState.withLock { $0.cancellationGracePeriod } }
-    set { jobState.withLock { $0.cancellationGracePeriod = newValue } }
+    set { jobState.withLock { $0.setCancellationGracePeriod(newValue) } }
   }
 
   /// The job just stopped with tasks still tracked: schedules the grace period on its clock.

@@ -105,7 +105,7 @@ extension JobController {
         reportMisuse(.invalidLimit, "timeLimit was set to \(newValue), which is negative; ignored")
         return
       }
-      if !jobState.withLock({ $0.timeLimit.set(newValue) }) {
+      if !jobState.withLock({ $0.setTimeLimit(newValue) }) {
         reportMisuse(.invalidLimit, "timeLimit was set after the job started; set it before the start; ignored")
       }
     }
@@ -117,10 +117,7 @@ extension JobController {
     // Weak: a clock may hold the timer after the job finished; it must not keep the job.
     let timer = clock.schedule(after: limit) { [weak self] in
       guard let self else { return }
-      let (ranOut, fired, followers) = self.jobState.withLock { state in
-        let (ranOut, fired) = state.timeLimit.expire()
-        return (ranOut, fired, ranOut ? state.listeners.nestedJobFollowers : [])
-      }
+      let (ranOut, fired, followers) = self.jobState.withLock { $0.timeLimitFired() }
       _ = fired  // released after the lock
       guard ranOut else { return }
       // A timeline marks the moment (the events show only the stop's effects, later).
@@ -132,7 +129,7 @@ extension JobController {
       }
       self.fail(JobKitError(.timeLimitExceeded, message: "\(type(of: self)) ran out of its time limit of \(limit)"))
     }
-    if !jobState.withLock({ $0.timeLimit.scheduled(timer) }) {
+    if !jobState.withLock({ $0.timeLimitScheduled(timer) }) {
       timer.cancel()
     }
   }

@@ -41,7 +41,7 @@ struct ProgressStateTests {
     _ = state.install(Progress(totalUnitCount: 0), unrouted: [])
     let counts = state.publication()
     #expect(counts?.total == 1 && counts?.completed == 1)
-    let check19 = state.fractionInputs().finished
+    let check19 = state.fractionInputs.finished
     #expect(check19)
   }
 
@@ -56,10 +56,10 @@ struct ProgressStateTests {
     _ = state.install(Progress(totalUnitCount: 0), unrouted: [early])
     let late = Reporting()
     _ = state.tracked(late)
-    let check20 = state.fractionInputs().reporters.count == 2
+    let check20 = state.fractionInputs.reporters.count == 2
     #expect(check20)
     _ = state.routed(early)
-    let check21 = state.fractionInputs().reporters.map(ObjectIdentifier.init) == [ObjectIdentifier(late)]
+    let check21 = state.fractionInputs.reporters.map(ObjectIdentifier.init) == [ObjectIdentifier(late)]
     #expect(check21)
   }
 }
