@@ -31,14 +31,11 @@
 /// recorded in its job's state at once, as always (no callback runs after it), and its actions
 /// are carried out right after the current ones, before the outermost stop returns.
 ///
-/// **Cancelled starts.** A group stopped before its tasks ran cancels each dropped task and starts
-/// it, so it finishes at once without running; a dropped task that is itself a group that never
-/// started drops its own tasks the same way, and so on down the tree. So the first such steps on
-/// a thread become the thread's step drain, and steps handed in while a step runs (one level
-/// down) are carried out right after that step returned, before the steps handed in earlier
-/// (depth first, the order a recursion would take): a group hands in its dropped tasks' starts,
-/// then the release of the hold that keeps it open, so each level below has finished before the
-/// group can. The outermost call returns once every step was carried out.
+/// **Suspension steps.** A suspend or resume travels down the tree too: a job tells each child,
+/// whose own suspension tells its children, and so on. So the first such steps on a thread become
+/// the thread's step drain, and steps handed in while a step runs (one level down) are carried
+/// out right after that step returned, before the steps handed in earlier (depth first, the order
+/// a recursion would take). The outermost call returns once every step was carried out.
 ///
 /// Each thread keeps its drain state in a small block made on its first use and freed when the
 /// thread exits (a thread-specific pointer says where it is; other threads never see it). A
@@ -134,7 +131,7 @@ enum ThreadDrain {
 
   /// Carries out `steps` in order: now, or, if this thread's step drain is carrying out a step,
   /// right after that step returned and before the steps handed in before it. Called with no
-  /// lock held; only on paths that stop jobs (it allocates).
+  /// lock held; only when a suspension is delivered to a job's children (it allocates).
   static func carryOut(_ steps: [() -> Void]) {
     let state = threadState()
     if state.pointee.isStepping {
