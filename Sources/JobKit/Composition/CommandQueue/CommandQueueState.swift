@@ -31,9 +31,9 @@ struct CommandQueueState {
 
   /// Whether a burst waits for the older ones to finish before it starts.
   let isSequential: Bool
-  private(set) var isPaused = false
-  /// Bumped by every pause and resume, so a group applies them in order (see `JobAdmission.setPaused`).
-  private(set) var holdGeneration: UInt64 = 0
+  /// Paused or not; each burst's admission follows it (see `JobAdmission.setPaused`).
+  private var pause = StampedFlag()
+  var isPaused: Bool { pause.isSet }
   /// The burst new commands join, if one is running and still accepting.
   private(set) var open: ObjectIdentifier?
   /// Every burst that has not finished, oldest first.
@@ -95,7 +95,7 @@ struct CommandQueueState {
     }
     bursts.append(Burst(group: group))
     open = ObjectIdentifier(group)
-    return .installed(held: isPaused, generation: holdGeneration)
+    return .installed(held: pause.isSet, generation: pause.generation)
   }
 
   /// The group's `add` returned; `accepted` is `false` if the burst had already finished taking
@@ -118,9 +118,7 @@ struct CommandQueueState {
 
   /// Pauses or resumes. Returns the generation and the bursts to apply it to.
   mutating func setPaused(_ paused: Bool) -> (generation: UInt64, groups: [GroupJob]) {
-    isPaused = paused
-    holdGeneration += 1
-    return (holdGeneration, bursts.map(\.group))
+    (pause.change(to: paused), bursts.map(\.group))
   }
 
   /// `cancelAll()`. Returns every unfinished burst, to cancel now (an `add` racing it is decided

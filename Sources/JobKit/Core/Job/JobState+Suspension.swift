@@ -3,14 +3,15 @@ import Foundation
 /// A suspended job (``ConcurrentOperation/suspend()`` on a ``JobController``): the tasks it would
 /// queue wait here, tracked, until it is resumed; its children are told to suspend and resume.
 ///
-/// The job's own ``OperationState`` holds the flag users see; each change reaches the job with a
-/// generation (`setSuspended(_:generation:)`), so a stale change arriving late is dropped. The
+/// The job's own ``OperationState`` holds the flag users see; the job follows it (a
+/// ``StampedFlag``: each change reaches the job with its generation, `setSuspended(_:generation:)`,
+/// so a stale change arriving late is dropped). The
 /// children are told by one thread at a time (`isDelivering`), which loops until they were told
 /// the latest state, so racing suspends and resumes leave them as the job is.
 struct JobSuspension {
-  fileprivate(set) var isSuspended = false
-  /// The generation of the last change applied.
-  fileprivate(set) var generation: UInt64 = 0
+  /// Follows the job's operation's own flag.
+  fileprivate(set) var flag = StampedFlag()
+  var isSuspended: Bool { flag.isSet }
   /// Job-queued tasks tracked while suspended, observed and waiting for the resume (or a stop),
   /// in tracking order; each one's own state says where it goes (`TaskState.Slot.suspended`).
   fileprivate(set) var waiting: [TaskNode] = []
@@ -40,12 +41,12 @@ extension JobState {
   /// The job's operation was suspended or resumed (change number `generation`). A change older
   /// than one applied, or a suspend of a stopping or finished job, changes nothing.
   mutating func setSuspended(_ isSuspended: Bool, generation: UInt64) -> SuspensionActions {
-    guard generation > suspension.generation else { return SuspensionActions() }
-    suspension.generation = generation
-    guard suspension.isSuspended != isSuspended, !(isSuspended && (phase.isStopping || phase.isFinished)) else {
+    let wasSuspended = suspension.isSuspended
+    // A suspend of a stopping or finished job changes nothing, yet counts as the latest change.
+    let value = isSuspended && (phase.isStopping || phase.isFinished) ? wasSuspended : isSuspended
+    guard suspension.flag.follow(value, generation: generation), value != wasSuspended else {
       return SuspensionActions()
     }
-    suspension.isSuspended = isSuspended
     var actions = SuspensionActions()
     if !isSuspended {
       (actions.admitted, actions.released) = admitSuspended()
@@ -80,7 +81,7 @@ extension JobState {
   /// tasks admitted, which the caller queues after cancelling them.
   mutating func endSuspensionForStop() -> (admitted: [Admission], released: [TaskNode]) {
     guard suspension.isSuspended else { return ([], []) }
-    suspension.isSuspended = false
+    suspension.flag.clearQuietly()
     return admitSuspended()
   }
 

@@ -1,9 +1,10 @@
-/// Whether an operation is suspended (``ConcurrentOperation/suspend()``), and which change of it
-/// is the latest: each change gets the next generation, so whoever applies changes elsewhere (a
-/// job holding back its tasks) can drop a stale one that arrives late.
+/// Whether an operation is suspended (``ConcurrentOperation/suspend()``), as a ``StampedFlag``
+/// whose owner the operation is: whoever applies its changes elsewhere (a job holding back its
+/// tasks) drops a stale one that arrives late.
 struct OperationSuspension {
-  var isSuspended = false
-  fileprivate(set) var generation: UInt64 = 0
+  /// Cleared quietly by a cancel or a finish (`OperationState.swift`).
+  var flag = StampedFlag()
+  var isSuspended: Bool { flag.isSet }
   /// Swift tasks waiting for the resume (`ConcurrentOperation.waitWhileSuspended()`).
   fileprivate(set) var waiters = Waiters<Void, Void>()
   /// A stop without a cancel (a job's `fail(_:)`) ended the suspension for good: like a cancel,
@@ -25,9 +26,7 @@ extension OperationState {
   /// cancelled or stopped (a cancelled or stopped operation cannot be suspended).
   mutating func suspend() -> SuspensionChange? {
     guard !suspension.isSuspended, !suspension.isRefused, phase != .finished, !isCancelRecorded else { return nil }
-    suspension.isSuspended = true
-    suspension.generation += 1
-    return SuspensionChange(isSuspended: true, generation: suspension.generation)
+    return SuspensionChange(isSuspended: true, generation: suspension.flag.change(to: true))
   }
 
   enum ResumeAction {
@@ -43,9 +42,7 @@ extension OperationState {
   /// `resume()`. A no-op unless suspended.
   mutating func resume() -> ResumeAction {
     guard suspension.isSuspended else { return .none }
-    suspension.isSuspended = false
-    suspension.generation += 1
-    let change = SuspensionChange(isSuspended: false, generation: suspension.generation)
+    let change = SuspensionChange(isSuspended: false, generation: suspension.flag.change(to: false))
     let waiters = suspension.waiters.releaseAll()
     guard phase == .deferred else { return .resumed(change, runsStart: false, observers: [], waiters: waiters) }
     phase = .starting(cancelPending: false)

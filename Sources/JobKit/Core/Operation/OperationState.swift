@@ -178,7 +178,7 @@ struct OperationState {
 
   /// `cancel()` was called. Ends a suspension (a cancelled operation is not suspended).
   mutating func cancel() -> CancelAction {
-    suspension.isSuspended = false
+    suspension.flag.clearQuietly()
     switch phase {
     case .deferred:
       phase = .starting(cancelPending: false)
@@ -210,7 +210,7 @@ struct OperationState {
       return .misuse(.finishedTwice)
     case .starting, .running:
       phase = .finished
-      suspension.isSuspended = false  // a finished operation is not suspended
+      suspension.flag.clearQuietly()  // a finished operation is not suspended
       self.error = error
       let toNotify = observers
       observers = .none

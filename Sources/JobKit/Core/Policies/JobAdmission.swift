@@ -22,8 +22,8 @@ struct JobAdmission {
   private(set) var isActive = false
   private var order = Order.all
   private var isOpen = false
-  private var isPaused = false
-  private var pauseGeneration: UInt64 = 0
+  /// Follows the pause of whoever holds the job (a command queue), see `setPaused`.
+  private var pause = StampedFlag()
   private var isBlocked = false
   /// `oneAtATime`: the task that left the line and is not done yet.
   private var current: ObjectIdentifier?
@@ -47,7 +47,7 @@ struct JobAdmission {
 
   /// Whether the next task in line may leave it now.
   private var admitsNext: Bool {
-    guard isOpen, !isPaused, !isBlocked else { return false }
+    guard isOpen, !pause.isSet, !isBlocked else { return false }
     return order == .all || current == nil
   }
 
@@ -96,9 +96,7 @@ struct JobAdmission {
 
   /// Pauses or goes on (change number `generation`; an older one than applied is dropped).
   mutating func setPaused(_ paused: Bool, generation: UInt64) {
-    guard generation >= pauseGeneration else { return }
-    pauseGeneration = generation
-    isPaused = paused
+    _ = pause.follow(paused, generation: generation)
   }
 
   /// How many tasks wait in line.
@@ -111,7 +109,7 @@ struct JobAdmission {
   /// The job stops: every waiting task leaves, oldest first.
   mutating func releaseAll() -> [(node: TaskNode, queue: OperationQueue)] {
     isOpen = true
-    isPaused = false
+    pause.clearQuietly()
     isBlocked = false
     order = .all
     var released: [(node: TaskNode, queue: OperationQueue)] = []
