@@ -121,6 +121,48 @@ struct CancellationReasonTests {
     #expect(finishedErrors == [TestError(9)])
   }
 
+  /// A job stopped with a reason (its own `cancel(reason:)`, or its parent's time limit or
+  /// `.failFast` failure handed down) carries it in its own `finished` event; a plain cancel
+  /// carries none. Its `error` stays `nil`.
+  @Test(arguments: ["plain", "reason", "limit", "failFast"])
+  func aStoppedJobsFinishedEventCarriesItsReason(stop: String) async {
+    let clock = ManualClock()
+    let deep = ManualTask("deep")
+    let nested = TreeJob([deep])
+    let sibling = ManualTask("sibling")
+    let parent = TreeJob([sibling, nested])
+    parent.clock = clock
+    if stop == "limit" { parent.timeLimit = .seconds(1) }
+    if stop == "failFast" { parent.failurePolicy = .failFast }
+    let events = nested.events
+    parent.startJob()
+    #expect(await deep.startedLatch.waitOpen())
+    #expect(await sibling.startedLatch.waitOpen())
+    switch stop {
+    case "plain": nested.cancel()
+    case "reason": nested.cancel(reason: TestError(9))
+    case "limit":
+      #expect(await clock.waitForScheduled(1))
+      clock.advance(by: .seconds(1))
+    default: sibling.finish(error: TestError(3))
+    }
+    var finished: [(any Error)?] = []
+    for await event in events {
+      if case .finished(let error, _) = event { finished.append(error) }
+    }
+    #expect(finished.count == 1)
+    let error = finished.first ?? nil
+    switch stop {
+    case "plain": #expect(error == nil)
+    case "reason": #expect(error as? TestError == TestError(9))
+    case "limit": #expect(error as? JobKitError == JobKitError(.timeLimitExceeded))
+    default: #expect(error as? TestError == TestError(3))
+    }
+    if stop != "limit" { #expect(nested.error == nil) }
+    parent.cancel()
+    _ = try? await parent.run()
+  }
+
   // MARK: Time limits
 
   @Test func aJobOutOfTimeFailsAndEverythingBelowSeesTheReason() async {

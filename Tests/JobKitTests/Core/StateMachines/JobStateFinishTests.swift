@@ -13,7 +13,7 @@ struct JobStateFinishTests {
     _ = state.beginMain(on: 1)
     state.mainReturned()
     switch stop {
-    case "cancel": _ = state.stop(JobState.Stop.cancelled)
+    case "cancel": _ = state.stop(JobState.Stop.cancelled(reason: nil))
     case "fail": _ = state.stop(JobState.Stop.failed(TestError(1)))
     default: break
     }
@@ -27,5 +27,38 @@ struct JobStateFinishTests {
     }
     #expect(finish.cancelled == (stop == "cancel"))
     #expect((finish.error == nil) == (stop != "fail"))
+  }
+
+  /// The `finished` event carries a cancel's reason, a plain cancel's none, a fail its error;
+  /// the finish's own error (the job's `error`) stays `nil` after any cancel.
+  @Test(arguments: [("cancel", nil), ("reason", 4), ("fail", 1), ("none", nil)] as [(String, Int?)])
+  func theFinishedEventCarriesTheCancelsReason(stop: String, event: Int?) {
+    var state = JobState()
+    let (_, continuation) = AsyncStream.makeStream(of: JobEvent.self)
+    _ = state.addListener(continuation)
+    _ = state.beginMain(on: 1)
+    state.mainReturned()
+    switch stop {
+    case "cancel": _ = state.stop(.cancelled(reason: nil))
+    case "reason": _ = state.stop(.cancelled(reason: TestError(4)))
+    case "fail": _ = state.stop(.failed(TestError(1)))
+    default: break
+    }
+    var step = state.nextStep()
+    if case .allTasksFinished = step, let next = state.allTasksFinishedReturned() {
+      step = .finish(next)
+    }
+    guard case .finish(let finish) = step else {
+      Issue.record("no finish: \(step)")
+      return
+    }
+    #expect((finish.error as? TestError) == (stop == "fail" ? TestError(1) : nil))
+    var finished: [Int?] = []
+    for pending in state.outbox.takeNested().events {
+      if case .finished(let error, _) = pending.stamped(.now) {
+        finished.append(error.map { ($0 as? TestError)?.id ?? -1 })
+      }
+    }
+    #expect(finished == [event])
   }
 }
