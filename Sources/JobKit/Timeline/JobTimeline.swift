@@ -125,7 +125,8 @@ public final class JobTimeline: Sendable, JobTreeFollowing {
     case .allTasksFinished(let at):
       return .allTasksFinished(at: at)
     case .finished(let error, let at):
-      // A cancelled job finishes without an error.
+      // A job cancelled plainly finishes without an error; one cancelled with a reason carries
+      // it, and ends marked as its tasks stopped with that reason do.
       let outcome = error == nil && cancelled() ? .cancelled : outcome(of: error)
       return .finished(outcome: outcome, at: at)
     }

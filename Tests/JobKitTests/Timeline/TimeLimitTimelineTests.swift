@@ -9,7 +9,8 @@ struct TimeLimitTimelineTests {
   /// The job's track gets a `timeLimitReached` marker at the moment its limit ran out: after the
   /// clock was told to advance, before the advance returned, so before the stopped task (which
   /// ignores its cancel) finished. The nested job that the stop cancelled gets none (its own,
-  /// longer limit never ran out). The stopped tasks' slices carry the limit as their error.
+  /// longer limit never ran out). The stopped tasks' slices, and the nested job's track, carry
+  /// the limit as their error.
   @Test func theMomentTheLimitRanOutIsMarkedOnItsJobsTrack() async throws {
     let clock = ManualClock()
     let slow = ManualTask("slow", finishesOnCancel: false)
@@ -58,6 +59,12 @@ struct TimeLimitTimelineTests {
       return
     }
     #expect(jobError.contains("timeLimitExceeded"))
+    // The nested job the stop cancelled ends with the limit as its reason too.
+    guard case .failed(let nestedReason)? = layout.tracks[1].outcome else {
+      Issue.record("the nested job's track ended \(String(describing: layout.tracks[1].outcome))")
+      return
+    }
+    #expect(nestedReason.contains("timeLimitExceeded"))
 
     let json = timeline.traceEventJSON()
     _ = try validatedTraceEvents(json)

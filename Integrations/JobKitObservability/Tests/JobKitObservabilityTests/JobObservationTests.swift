@@ -138,7 +138,8 @@ final class LimitedJob: JobController, @unchecked Sendable {
 @Suite("JobKitObservability: cancellation reasons")
 struct ReasonTracingTests {
   /// A task the job's time limit stopped records the limit's error on its span, with the status
-  /// `error`, in the job and in the nested group alike; the job's span records it too.
+  /// `error`, in the job and in the nested group alike; the job's span and the nested group's
+  /// own span record it too.
   @Test func aTaskStoppedByATimeLimitRecordsTheReasonOnItsSpan() async throws {
     let tracer = InMemoryTracer()
     let clock = ManualClock()
@@ -168,5 +169,10 @@ struct ReasonTracingTests {
     }
     let root = try #require(spans.first { $0.operationName == "LimitedJob" })
     #expect(root.errors.map { $0.error as? JobKitError } == [JobKitError(.timeLimitExceeded)])
+    // The nested group's own span (a job's) records the reason it was stopped with.
+    let nested = try #require(
+      spans.first { $0.attributes["jobkit.job.type"] != nil && $0.operationName != "LimitedJob" })
+    #expect(nested.status?.code == .error)
+    #expect(nested.errors.map { $0.error as? JobKitError } == [JobKitError(.timeLimitExceeded)])
   }
 }

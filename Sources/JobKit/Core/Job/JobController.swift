@@ -229,7 +229,13 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   public final override func operationCancelled() {}
 
   override func cancellationRequested() {
-    stop(.cancelled)
+    stop(cancelStop)
+  }
+
+  /// The stop of a cancel, with the reason recorded before it (a plain cancel's
+  /// `CancellationError` left out, as the `taskFinished` event leaves it out).
+  private var cancelStop: JobStop {
+    .cancelled(reason: cancellationReason.flatMap { $0 is CancellationError ? nil : $0 })
   }
 
   /// Holds back or lets go the tasks the job queues, and suspends or resumes its children (see
@@ -243,7 +249,7 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
     // were cancelled and must still be waited for. Record the stop first: `cancel()` lets the
     // queue start the job (corelibs schedules a cancelled operation at once) before its own
     // `stop(.cancelled)` ran, and nothing may be routed as if the job ran normally.
-    stop(.cancelled)
+    stop(cancelStop)
     _ = withJobState { $0.beginMain(on: currentThreadID()) }
     stoppedBeforeMain()
     withJobState { $0.mainReturned() }

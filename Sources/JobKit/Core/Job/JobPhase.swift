@@ -1,7 +1,18 @@
 /// Why a job stops before its work is done.
 enum JobStop {
-  case cancelled
+  /// A cancel, with the reason given to `cancel(reason:)` (or handed down by a parent job);
+  /// `nil` for a plain `cancel()`, whose `CancellationError` no event carries.
+  case cancelled(reason: (any Error)?)
   case failed(any Error)
+
+  /// The error the job's `finished` event carries for this stop (its own `error` stays `nil`
+  /// after a cancel).
+  var eventError: (any Error)? {
+    switch self {
+    case .cancelled(let reason): return reason
+    case .failed(let error): return error
+    }
+  }
 }
 
 /// Where a job is in its life and why it stops early (if it does), as one value: each case

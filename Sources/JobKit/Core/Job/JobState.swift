@@ -359,7 +359,7 @@ struct JobState {
     phase.finish()
     let droppedGroups = registry.dropGroups()
     wakeProducersForFinish(droppedGroups)
-    emit(.finished(error: error))
+    emit(.finished(error: error ?? stop?.eventError))
     listeners.close()
     progressChanged(progress.finish())
     let graceTimer = graceTimer

@@ -29,7 +29,11 @@ public enum JobEvent: Sendable {
   case groupFinished(group: String, at: ContinuousClock.Instant)
   /// `allTasksFinished()` is about to be called.
   case allTasksFinished(at: ContinuousClock.Instant)
-  /// The job finished, with its error if any. The stream ends after this event.
+  /// The job finished, with its error if any; for a job cancelled with a reason
+  /// (``ConcurrentOperation/cancel(reason:)``, or a parent job's stop handed down: its
+  /// `cancel(reason:)`, `fail(_:)`, time limit or `.failFast` failure), that reason (the job's
+  /// own ``ConcurrentOperation/error`` stays `nil`; a plain `cancel()`'s `CancellationError` is
+  /// left out). The stream ends after this event.
   case finished(error: (any Error)?, at: ContinuousClock.Instant)
 
   /// When the event happened.

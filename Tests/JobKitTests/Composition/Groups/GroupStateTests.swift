@@ -72,7 +72,7 @@ struct GroupStateTests {
         Issue.record("expected fail")
         return
       }
-      _ = job.stop(.cancelled)
+      _ = job.stop(.cancelled(reason: nil))
       let whileStopping = state.taskRouted(tasks[1], error: CancellationError(), job: &job)
       #expect(proceeded(whileStopping) != nil)
     } else {
@@ -109,7 +109,7 @@ struct GroupStateTests {
     let task = BlockOperation {}
     var job = jobState(for: state, adding: [task])
     _ = state.start(job: &job)
-    _ = job.stop(.cancelled)
+    _ = job.stop(.cancelled(reason: nil))
     let routing = state.taskRouted(task, error: nil, cancelledItself: true, job: &job)
     #expect(!isCancel(routing))
   }
@@ -154,7 +154,7 @@ struct GroupStateTests {
     var job = jobState(for: state)
     _ = state.start(job: &job)
     _ = state.reservePull(job: job)
-    _ = job.stop(.cancelled)
+    _ = job.stop(.cancelled(reason: nil))
     let task = BlockOperation {}
     #expect(pulledTask(state.pulled(task, job: &job)) === task)  // tracked, cancelled, waited for
     state.pullNotTracked()

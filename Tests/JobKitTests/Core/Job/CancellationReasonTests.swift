@@ -17,6 +17,34 @@ private final class TreeJob: JobController, @unchecked Sendable {
   }
 }
 
+/// A job tracking a task `t` and a nested job tracking `deep`, each with an optional time limit
+/// on one `ManualClock`.
+private struct Tree {
+  let clock = ManualClock()
+  let task = ManualTask("t")
+  let deep: ManualTask
+  let nested: TreeJob
+  let job: TreeJob
+
+  init(limit: Duration? = nil, nestedLimit: Duration? = nil) {
+    let deep = ManualTask("deep")
+    let nested = TreeJob([deep])
+    (self.deep, self.nested, job) = (deep, nested, TreeJob([task, nested]))
+    for (limited, limit) in [(job, limit), (nested, nestedLimit)] where limit != nil {
+      limited.clock = clock
+      limited.timeLimit = limit
+    }
+  }
+
+  /// Starts the job; returns once both tasks run and the limits' timers are armed.
+  func start() async {
+    job.startJob()
+    #expect(await task.startedLatch.waitOpen())
+    #expect(await deep.startedLatch.waitOpen())
+    #expect(await clock.waitForScheduled([job, nested].filter { $0.timeLimit != nil }.count))
+  }
+}
+
 private func reason(of operation: ConcurrentOperation) -> TestError? {
   operation.cancellationReason as? TestError
 }
@@ -38,13 +66,9 @@ struct CancellationReasonTests {
   }
 
   @Test func aReasonIsHandedDownToEveryTaskAndNestedJobAndRunThrowsIt() async {
-    let deep = ManualTask("deep")
-    let nested = TreeJob([deep])
-    let task = ManualTask("t")
-    let job = TreeJob([task, nested])
-    job.startJob()
-    #expect(await task.startedLatch.waitOpen())
-    #expect(await deep.startedLatch.waitOpen())
+    let tree = Tree()
+    let (job, nested, task, deep) = (tree.job, tree.nested, tree.task, tree.deep)
+    await tree.start()
     job.cancel(reason: TestError(7))
     job.cancel(reason: TestError(8))  // the first reason wins
     await #expect(throws: TestError(7)) { try await job.run() }
@@ -121,21 +145,45 @@ struct CancellationReasonTests {
     #expect(finishedErrors == [TestError(9)])
   }
 
+  /// A job stopped with a reason (its own `cancel(reason:)`, or its parent's time limit or
+  /// `.failFast` failure handed down) carries it in its own `finished` event; a plain cancel
+  /// carries none. Its `error` stays `nil`.
+  @Test(arguments: ["plain", "reason", "limit", "failFast"])
+  func aStoppedJobsFinishedEventCarriesItsReason(stop: String) async {
+    let tree = Tree(limit: stop == "limit" ? .seconds(1) : nil)
+    let nested = tree.nested
+    if stop == "failFast" { tree.job.failurePolicy = .failFast }
+    let events = nested.events
+    await tree.start()
+    switch stop {
+    case "plain": nested.cancel()
+    case "reason": nested.cancel(reason: TestError(9))
+    case "limit": tree.clock.advance(by: .seconds(1))
+    default: tree.task.finish(error: TestError(3))
+    }
+    var finished: [(any Error)?] = []
+    for await event in events {
+      if case .finished(let error, _) = event { finished.append(error) }
+    }
+    #expect(finished.count == 1)
+    let error = finished.first ?? nil
+    switch stop {
+    case "plain": #expect(error == nil)
+    case "reason": #expect(error as? TestError == TestError(9))
+    case "limit": #expect(error as? JobKitError == JobKitError(.timeLimitExceeded))
+    default: #expect(error as? TestError == TestError(3))
+    }
+    if stop != "limit" { #expect(nested.error == nil) }
+    tree.job.cancel()
+    _ = try? await tree.job.run()
+  }
+
   // MARK: Time limits
 
   @Test func aJobOutOfTimeFailsAndEverythingBelowSeesTheReason() async {
-    let clock = ManualClock()
-    let deep = ManualTask("deep")
-    let nested = TreeJob([deep])
-    nested.clock = clock
-    nested.timeLimit = .seconds(10)
-    let task = ManualTask("t")
-    let job = TreeJob([task, nested])
-    job.clock = clock
-    job.timeLimit = .seconds(2)
-    job.startJob()
-    #expect(await deep.startedLatch.waitOpen())
-    #expect(await clock.waitForScheduled(2))
+    let tree = Tree(limit: .seconds(2), nestedLimit: .seconds(10))
+    let (clock, job, nested, task, deep) = (tree.clock, tree.job, tree.nested, tree.task, tree.deep)
+    await tree.start()
     clock.advance(by: .milliseconds(1999))
     #expect(!task.isCancelled && !deep.isCancelled)
     clock.advance(by: .milliseconds(1))
@@ -150,18 +198,9 @@ struct CancellationReasonTests {
   }
 
   @Test func aNestedJobWithTheSmallerLimitFailsFirstAndItsParentGoesOn() async throws {
-    let clock = ManualClock()
-    let deep = ManualTask("deep")
-    let nested = TreeJob([deep])
-    nested.clock = clock
-    nested.timeLimit = .seconds(1)
-    let task = ManualTask("t")
-    let job = TreeJob([task, nested])
-    job.clock = clock
-    job.timeLimit = .seconds(5)
-    job.startJob()
-    #expect(await deep.startedLatch.waitOpen())
-    #expect(await clock.waitForScheduled(2))
+    let tree = Tree(limit: .seconds(5), nestedLimit: .seconds(1))
+    let (clock, job, nested, task) = (tree.clock, tree.job, tree.nested, tree.task)
+    await tree.start()
     clock.advance(by: .seconds(1))
     await #expect(throws: JobKitError(.timeLimitExceeded)) { try await nested.waitForFinish() }
     #expect(!task.isCancelled)

@@ -58,7 +58,7 @@ struct JobPhaseTests {
     #expect(check102)
 
     var stopped = JobPhase.initial
-    let check5 = stopped.recordStop(.cancelled)
+    let check5 = stopped.recordStop(.cancelled(reason: nil))
     #expect(check5)
     let check103 = !stopped.beginMain(on: 7)
     #expect(check103)
@@ -72,7 +72,7 @@ struct JobPhaseTests {
     var phase = JobPhase.initial
     let check8 = phase.recordStop(.failed(TestError(1)))
     #expect(check8)
-    let check104 = !phase.recordStop(.cancelled)
+    let check104 = !phase.recordStop(.cancelled(reason: nil))
     #expect(check104)
     guard case .failed(let error as TestError)? = phase.stop else {
       Issue.record("expected the failure to stand")
@@ -80,7 +80,7 @@ struct JobPhaseTests {
     }
     #expect(error == TestError(1))
     phase.finish()
-    let check105 = !phase.recordStop(.cancelled)
+    let check105 = !phase.recordStop(.cancelled(reason: nil))
     #expect(check105)
     let check9 = phase.stop == nil && phase.isFinished
     #expect(check9)
@@ -109,7 +109,7 @@ struct JobPhaseTests {
     var phase = JobPhase.initial
     _ = phase.beginMain(on: 1)
     phase.mainReturned()
-    let check14 = phase.recordStop(.cancelled)
+    let check14 = phase.recordStop(.cancelled(reason: nil))
     #expect(check14)
     let check15 = phase.runsSteps
     #expect(check15)

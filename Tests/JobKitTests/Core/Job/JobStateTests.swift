@@ -176,7 +176,7 @@ struct JobStateTests {
     let retrying = track(Beta(), in: &state)
     let check6 = state.beginRetry(of: retrying)?.admitted.isEmpty == true
     #expect(check6)
-    let actions = state.stop(.cancelled)
+    let actions = state.stop(.cancelled(reason: nil))
     #expect(actions.cancel.map(ObjectIdentifier.init) == [ObjectIdentifier(running.operation)])
     let check203 = state.outbox.routeCount == 1  // the failed attempt is its task's last one
     #expect(check203)

@@ -204,7 +204,7 @@ struct SuspensionStateTests {
     _ = state.setSuspended(true, generation: 1)
     let held = Alpha()
     _ = track(held, in: &state, queue: queue)
-    let stop = state.stop(.cancelled)
+    let stop = state.stop(.cancelled(reason: nil))
     #expect(stop.cancel.map(ObjectIdentifier.init) == [ObjectIdentifier(held)])
     #expect(ids(stop.admitted) == [ObjectIdentifier(held)] && !state.suspension.isSuspended)
     // A suspend of a stopping job changes nothing; later tasks are not held back.

@@ -47,14 +47,31 @@ private final class OpenJob: JobController, @unchecked Sendable {
   }
 }
 
+/// An `OpenJob` whose `TestTask`s run one at a time with at most `maxQueued` queued, started;
+/// returns once its gate runs.
+private func startedOpenJob(maxQueued: Int) async -> OpenJob {
+  let job = OpenJob()
+  job.setMaxConcurrentTasks(1, forGroup: TestTask.self)
+  job.setMaxQueuedTasks(maxQueued, forGroup: TestTask.self)
+  job.startJob()
+  #expect(await job.started.waitOpen())
+  return job
+}
+
+/// Finishes each of `tasks` once it started, in order, then lets `job` finish and waits for it.
+private func finishInTurn(_ tasks: [TestTask], then job: OpenJob) async throws {
+  for task in tasks {
+    #expect(await task.startedLatch.waitOpen())
+    task.finish()
+  }
+  job.release.open()
+  try await job.run()
+}
+
 @Suite("Backpressure")
 struct BackpressureTests {
   @Test func tryTrackAndQueueRefusesAtTheBoundAndARefusedTaskIsUntouched() async throws {
-    let job = OpenJob()
-    job.setMaxConcurrentTasks(1, forGroup: TestTask.self)
-    job.setMaxQueuedTasks(2, forGroup: TestTask.self)
-    job.startJob()
-    #expect(await job.started.waitOpen())
+    let job = await startedOpenJob(maxQueued: 2)
     let tasks = (0..<4).map { TestTask("t\($0)") }
     let routed = Locked(0)
     let accepted = tasks.map { job.tryTrackAndQueue($0) { _ in routed.mutate { $0 += 1 } } }
@@ -69,21 +86,12 @@ struct BackpressureTests {
     #expect(await eventually { routed.value == 1 })
     #expect(job.tryTrackAndQueue(refused) { _ in routed.mutate { $0 += 1 } })
     #expect(!job.tryTrackAndQueue(TestTask("over")) { _ in })
-    for task in tasks.dropFirst() {
-      #expect(await task.startedLatch.waitOpen())
-      task.finish()
-    }
-    job.release.open()
-    try await job.run()
+    try await finishInTurn(Array(tasks.dropFirst()), then: job)
     #expect(routed.value == 4)
   }
 
   @Test func aRefusedTaskIsNeitherStartedNorCancelledNorRouted() async throws {
-    let job = OpenJob()
-    job.setMaxConcurrentTasks(1, forGroup: TestTask.self)
-    job.setMaxQueuedTasks(0, forGroup: TestTask.self)
-    job.startJob()
-    #expect(await job.started.waitOpen())
+    let job = await startedOpenJob(maxQueued: 0)
     let running = TestTask("running")
     let refused = TestTask("refused")
     let routed = Locked<[String]>([])
@@ -97,11 +105,7 @@ struct BackpressureTests {
   }
 
   @Test func aProducerWaitsForRoomAndLearnsWhenTheJobFinished() async throws {
-    let job = OpenJob()
-    job.setMaxConcurrentTasks(1, forGroup: TestTask.self)
-    job.setMaxQueuedTasks(1, forGroup: TestTask.self)
-    job.startJob()
-    #expect(await job.started.waitOpen())
+    let job = await startedOpenJob(maxQueued: 1)
     let first = TestTask("first")
     let second = TestTask("second")
     #expect(job.tryTrackAndQueue(first) { _ in })
@@ -113,12 +117,7 @@ struct BackpressureTests {
     first.finish()
     #expect(try await waited.value)  // woken once `first` was routed
     #expect(job.tryTrackAndQueue(third) { _ in })
-    for task in [second, third] {
-      #expect(await task.startedLatch.waitOpen())
-      task.finish()
-    }
-    job.release.open()
-    try await job.run()
+    try await finishInTurn([second, third], then: job)
     #expect(try await !job.waitForRoom(inGroup: TestTask.self))
   }
 

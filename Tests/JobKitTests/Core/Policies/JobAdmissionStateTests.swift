@@ -111,7 +111,7 @@ struct JobAdmissionStateTests {
     var state = state(order)
     let added = (0..<3).map { _ in BlockOperation {} }
     for task in added { _ = add(task, to: &state) }
-    let actions = state.stop(.cancelled)
+    let actions = state.stop(.cancelled(reason: nil))
     #expect(actions.cancel.count == 3 && actions.startsCancelled.count == 3 && actions.admitted.isEmpty)
     #expect(zip(actions.startsCancelled.map(\.task), added).allSatisfy { $0 === $1 })
     #expect(state.tasksWaitingForAdmission.isEmpty)
@@ -133,7 +133,7 @@ struct JobAdmissionStateTests {
       return
     }
     #expect(!cancel)
-    let actions = state.stop(.cancelled)
+    let actions = state.stop(.cancelled(reason: nil))
     #expect(actions.cancel.contains { $0 === task })
     let exit = state.enterAdmission(node, queue: queue)
     #expect(exit?.task === task && exit?.cancelsFirst == true)

@@ -61,7 +61,7 @@ struct JobStateLimitsAndEventsTests {
     #expect(!waitingAdmitted)
     let racing = track(Alpha(), in: &state, queue: queue)  // its finish is not observed yet
 
-    let stop = state.stop(.cancelled)
+    let stop = state.stop(.cancelled(reason: nil))
     // Every unfinished task is cancelled, the waiting one included; nothing is queued.
     #expect(Set(stop.cancel.map(ObjectIdentifier.init)) == [id(holder), id(waiting), id(racing)])
     let group = state.registry.group(for: Alpha.self)
@@ -123,7 +123,7 @@ struct JobStateLimitsAndEventsTests {
     #expect(retry != nil)
     #expect(labels(&state) == ["tracked a"])
     state.mainReturned()
-    let stop = state.stop(.cancelled)
+    let stop = state.stop(.cancelled(reason: nil))
     #expect(stop.cancel.isEmpty)
     guard state.outbox.routeCount == 1, state.outbox.takeRoute(if: true) === attempt else {
       Issue.record("the attempt whose retry the stop ended is not routed")

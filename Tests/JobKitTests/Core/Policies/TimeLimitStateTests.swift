@@ -85,7 +85,7 @@ struct TimeLimitStateTests {
     #expect(r19.reason as? TestError == TestError(4))
     #expect(failing.phase.stopError as? TestError == TestError(4))
     var cancelled = JobState()
-    let r20 = cancelled.stop(.cancelled)
+    let r20 = cancelled.stop(.cancelled(reason: nil))
     #expect(r20.reason == nil)
     #expect(cancelled.phase.stopError == nil)
   }

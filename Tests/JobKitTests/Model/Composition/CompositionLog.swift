@@ -39,6 +39,9 @@ struct CompositionEvents {
   /// Storms whose call (`cancel()`, `fail(_:)`, `cancelAll()`, `advance(by:)`) returned, with the
   /// sequence number.
   var returned: [Int: Int] = [:]
+  /// Runners (dispatch or queue nodes) whose `operationCancelled()` handed their stop down to
+  /// their dispatch or queue, with the sequence number when that call returned.
+  var handedDown: [Int: Int] = [:]
   /// What the root's `waitForFinish()` threw (`nil`: it returned, or it has not yet).
   var rootThrew: (any Error)?
   var violations: [String] = []
@@ -238,6 +241,11 @@ final class CompositionLog: Sendable {
   /// Storm `index`'s call returned.
   func stormReturned(_ index: Int) {
     state.withLock { $0.returned[index] = next(&$0) }
+  }
+
+  /// Runner `node`'s `operationCancelled()` handed its stop down (its call returned).
+  func handedDown(_ node: Int) {
+    state.withLock { $0.handedDown[node] = next(&$0) }
   }
 
   func rootThrew(_ error: any Error) { state.withLock { $0.rootThrew = error } }

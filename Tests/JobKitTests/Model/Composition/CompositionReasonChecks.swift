@@ -76,8 +76,8 @@ enum CompositionReasons {
 /// jobs and groups, which hand their reason down) can give it, and among time limits that ran
 /// out, that of the smallest one on its path; a limit runs out only when the clock passed it,
 /// and surely does when its subtree was running then and nothing else stopped it; each node on
-/// the running path then has that limit's reason; nothing made after a stop returned runs below
-/// the stopped node; the root's `waitForFinish()` throws its error or its reason.
+/// the running path then has that limit's reason; nothing made after a stop reached a job or
+/// group runs below it; the root's `waitForFinish()` throws its error or its reason.
 ///
 /// The clock is a `ManualClock` only an `advance` storm moves, once, by `seconds`: a limit of
 /// `L` s may run out if `L <= seconds`, and surely does when the storm struck inline as a leaf
@@ -243,38 +243,61 @@ struct CompositionReasonChecks {
   /// Nothing made after a stop of a job or group returned runs below it (through jobs and
   /// groups, which cancel what they track once stopped; a queue takes commands after a
   /// `cancelAll()`).
-  /// The stopped nodes of an advance are those it gave a limit's reason to.
+  /// The stopped nodes of an advance are those it gave a limit's reason to. A job stops what it
+  /// tracks before the advance returns; below a runner (a dispatch or queue node, a plain
+  /// `ConcurrentOperation`) the stop goes on only when the runner's `operationCancelled()` hands
+  /// it down, which waits for its `operationStart()` to return: there it counts from then.
   private mutating func checkNothingRunsAfterStops() {
     let nodes = plan.nodes
     for (index, storm) in plan.storms.enumerated() {
       guard let returned = events.returned[index] else { continue }
-      var stopped: [Int] = []
+      var stopped: [(node: Int, returned: Int)] = []
       switch storm.action {
-      case .cancel(let id), .cancelReason(let id), .fail(let id): stopped = [id]
+      case .cancel(let id), .cancelReason(let id), .fail(let id): stopped = [(id, returned)]
       case .advance:
-        stopped = plan.root.all.filter { node in
-          operations(of: node).contains { _, operation in
-            operation.cancellationReason.map(tag).map { if case .limit = $0 { true } else { false } } ?? false
+        stopped = plan.root.all.compactMap { node in
+          let limits = operations(of: node).compactMap { _, operation -> Int? in
+            guard case .limit(let limited)? = operation.cancellationReason.map(tag) else { return nil }
+            return limited
           }
-        }.map(\.id)
+          return limits.first.map { (node.id, stopReached(node.id, from: $0, advanceReturned: returned)) }
+        }
       default: continue
       }
       // Only a job or a group stops what it tracks: a cancelled leaf's job still retries it.
-      for id in stopped {
+      for (id, returned) in stopped {
         guard let node = nodes[id] else { continue }
         switch node.kind {
-        case .job, .sequential, .concurrent: checkNothingRuns(below: node, after: returned, stop: storm)
+        case .job, .sequential, .concurrent:
+          checkNothingRuns(below: node, after: returned, stop: "\(storm) reached n\(id)")
         default: continue
         }
       }
     }
   }
 
-  private mutating func checkNothingRuns(below node: NodePlan, after returned: Int, stop: StormPlan) {
+  /// When the stop of `limited`'s time limit (an advance that returned at `advanceReturned`)
+  /// reached `node`: the latest of that return and of the hand-downs of the runners between them.
+  private func stopReached(_ node: Int, from limited: Int, advanceReturned: Int) -> Int {
+    let parents = plan.parents
+    let nodes = plan.nodes
+    var reached = advanceReturned
+    var id = node
+    while id != limited, let parent = parents[id] {
+      switch nodes[parent]?.kind {
+      case .dispatch?, .queue?: reached = max(reached, events.handedDown[parent] ?? advanceReturned)
+      default: break
+      }
+      id = parent
+    }
+    return reached
+  }
+
+  private mutating func checkNothingRuns(below node: NodePlan, after returned: Int, stop: String) {
     for (key, made) in events.made where key.node == node.id && made > returned {
       let runs = events.runs.filter { $0.node == key.node && $0.attempt == key.attempt }.count
       let steps = events.steps[key.node]?.count ?? 0
-      if runs + steps > 0 { violations.append("\(key) was made after \(stop) returned, yet it ran") }
+      if runs + steps > 0 { violations.append("\(key) was made after \(stop), yet it ran") }
     }
     switch node.kind {
     case .queue, .dispatch: return

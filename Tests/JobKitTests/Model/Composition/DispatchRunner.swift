@@ -44,8 +44,12 @@ final class DispatchRunner: ConcurrentOperation, @unchecked Sendable {
     }
   }
 
-  /// Cancels the dispatch with this runner's reason, as a job hands its reason down.
+  /// Cancels the dispatch with this runner's reason, as a job hands its reason down. Runs after
+  /// `operationStart()` returned (a cancel that arrives meanwhile waits for it), so the dispatch
+  /// may start commands after this runner's own cancel returned: the log records when the stop
+  /// reached the dispatch.
   override func operationCancelled() {
     dispatch.withLock { $0 }?.cancel(reason: cancellationReason ?? CancellationError())
+    log.handedDown(plan.id)
   }
 }

@@ -51,6 +51,7 @@ final class QueueRunner: ConcurrentOperation, @unchecked Sendable {
 
   override func operationCancelled() {
     queue.cancelAll()
+    builder.log.handedDown(plan.id)
   }
 
   private func add(_ child: NodePlan) {
