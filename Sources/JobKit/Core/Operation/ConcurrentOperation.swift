@@ -305,10 +305,17 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
   }
 
   private func postFinishChange() {
-    willChangeValue(forKey: "isFinished")
-    willChangeValue(forKey: "isExecuting")
-    didChangeValue(forKey: "isExecuting")
-    didChangeValue(forKey: "isFinished")
+    #if canImport(Darwin)
+      willChangeValue(forKey: "isFinished")
+      willChangeValue(forKey: "isExecuting")
+      didChangeValue(forKey: "isExecuting")
+      didChangeValue(forKey: "isFinished")
+    #else
+      // corelibs Foundation has no KVO (its `willChangeValue` does nothing, and neither can be
+      // overridden): `didChangeValue` only drives its own bookkeeping, where "isExecuting" moves
+      // the operation to executing if it executes, which a finished one no longer does.
+      didChangeValue(forKey: "isFinished")
+    #endif
   }
 }
 
