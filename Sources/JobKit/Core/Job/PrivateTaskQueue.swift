@@ -40,12 +40,14 @@ extension JobController {
   /// whether it was added or started.
   @discardableResult
   func enqueue(_ task: Operation, on queue: OperationQueue) -> Bool {
-    if task.isExecuting || task.isFinished {
+    let operation = task as? ConcurrentOperation
+    // One lock for a `ConcurrentOperation` (its `isExecuting` and `isFinished` take one each).
+    if operation?.hasStarted ?? (task.isExecuting || task.isFinished) {
       reportMisuse(.taskAlreadyRunning, "\(type(of: task)) is already running; tracked, not queued again")
       return false
     }
     if let privateTaskQueue, queue === queueOfTasks {
-      if !privateTaskQueue.isExposed, let operation = task as? ConcurrentOperation {
+      if let operation, !privateTaskQueue.isExposed {
         startDirectly(operation)
         return true
       }
@@ -69,7 +71,7 @@ extension JobController {
   /// is not ready (a dependency added meanwhile), it goes to the queue instead: it is in no queue
   /// yet, so that is allowed, and the queue then starts it once ready.
   private func startDirectly(_ operation: ConcurrentOperation) {
-    DispatchQueue.global(qos: operation.qualityOfService.dispatchQoS).async { [self] in
+    operation.qualityOfService.globalQueue.async { [self] in
       if privateTaskQueue?.isExposed != false || !operation.isReady {
         addToQueue(operation, queueOfTasks)
       } else {
@@ -79,16 +81,26 @@ extension JobController {
   }
 }
 
+/// libdispatch's global queues, one per quality of service. Kept: `DispatchQueue.global(qos:)`
+/// makes a new `DispatchQueue` object on every call.
+private enum GlobalQueues {
+  static let userInteractive = DispatchQueue.global(qos: .userInteractive)
+  static let userInitiated = DispatchQueue.global(qos: .userInitiated)
+  static let utility = DispatchQueue.global(qos: .utility)
+  static let background = DispatchQueue.global(qos: .background)
+  static let standard = DispatchQueue.global(qos: .default)
+}
+
 extension QualityOfService {
-  /// The dispatch class of this quality of service (as `OperationQueue` maps it).
-  fileprivate var dispatchQoS: DispatchQoS.QoSClass {
+  /// The global dispatch queue of this quality of service (as `OperationQueue` maps it).
+  fileprivate var globalQueue: DispatchQueue {
     switch self {
-    case .userInteractive: return .userInteractive
-    case .userInitiated: return .userInitiated
-    case .utility: return .utility
-    case .background: return .background
-    case .default: return .default
-    @unknown default: return .default
+    case .userInteractive: return GlobalQueues.userInteractive
+    case .userInitiated: return GlobalQueues.userInitiated
+    case .utility: return GlobalQueues.utility
+    case .background: return GlobalQueues.background
+    case .default: return GlobalQueues.standard
+    @unknown default: return GlobalQueues.standard
     }
   }
 }

@@ -243,6 +243,9 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
   /// lock); `cancel()` records it before it returns.
   var isCancelRecorded: Bool { state.withLock { $0.isCancelRecorded } }
 
+  /// `isExecuting || isFinished`, under one lock: `start()` was called.
+  var hasStarted: Bool { state.withLock { !$0.phase.isIdle } }
+
   /// Called (on every `cancel()`) before ``operationCancelled()``; lets a job cancel its tasks
   /// even while its `main()` runs. Must be idempotent.
   func cancellationRequested() {}
