@@ -62,7 +62,8 @@ struct PrivateTaskQueueTests {
     #expect(seen.value.count == 20)
     for sighting in seen.value {
       #expect(sighting.current == nil)
-      #expect(sighting.label.hasPrefix("com.apple.root."))
+      // The same label as the queue's own dispatch queue: a concurrent queue like it.
+      #expect(sighting.label == "JobKit.JobController.taskQueue")
       #expect(!sighting.inOperations)
     }
     #expect(job.privateTaskQueue?.isExposed == false)
@@ -103,7 +104,7 @@ struct PrivateTaskQueueTests {
     }
     let job = BodyJob { job in job.trackAndQueue(first) }
     job.startJob()
-    #expect(firstInside.wait(timeout: 30))
+    #expect(await firstInside.waitOpen())
     let queue = job.taskQueue
     #expect(!queue.operations.contains(first))
     queue.isSuspended = true
@@ -112,7 +113,7 @@ struct PrivateTaskQueueTests {
     #expect(!later.isExecuting && !later.isFinished)
     queue.isSuspended = false
     releaseFirst.open()
-    #expect(job.finishes(within: 30))
+    #expect(await eventually { job.isFinished })
     #expect(seen.value.count == 1)
     #expect(seen.value.first?.current === queue)
   }
@@ -165,7 +166,7 @@ struct PrivateTaskQueueTests {
     #expect(await eventually { job.privateTaskQueue?.isExposed == true })
     #expect(!task.isExecuting && !task.isFinished)
     OperationQueue().addOperation(gate)
-    #expect(job.finishes(within: 30))
+    #expect(await eventually { job.isFinished })
     #expect(log.all == ["dependency", "task"])
   }
 
@@ -185,9 +186,9 @@ struct PrivateTaskQueueTests {
     #expect(job.privateTaskQueue?.isExposed == false)
   }
 
-  /// A task's `qualityOfService` picks the global queue of that class, as `OperationQueue` runs
-  /// the operation's work item with it.
-  @Test func qualityOfServicePicksTheGlobalQueue() async throws {
+  /// A task's `qualityOfService` picks the concurrent queue of that class, as `OperationQueue`
+  /// runs the operation's work item with it.
+  @Test func qualityOfServicePicksTheQueueOfItsClass() async throws {
     let labels = Locked<[String]>([])
     let job = BodyJob { job in
       for qos in [QualityOfService.utility, .background, .userInitiated] {
@@ -200,7 +201,10 @@ struct PrivateTaskQueueTests {
     try await job.run()
     #expect(
       Set(labels.value)
-        == ["com.apple.root.utility-qos", "com.apple.root.background-qos", "com.apple.root.user-initiated-qos"])
+        == [
+          "JobKit.JobController.taskQueue.utility", "JobKit.JobController.taskQueue.background",
+          "JobKit.JobController.taskQueue.userInitiated",
+        ])
   }
 
   /// Cancelled before it started, a task finishes without running its body; the job's cancel
@@ -219,9 +223,9 @@ struct PrivateTaskQueueTests {
       job.trackAndQueue(hold)
     }
     job.startJob()
-    #expect(running.wait(timeout: 30))
+    #expect(await running.waitOpen())
     job.cancel()
-    #expect(job.finishes(within: 30))
+    #expect(await eventually { job.isFinished })
     #expect(ran.value == 0)
     #expect(cancelledFirst.isFinished && cancelledFirst.isCancelled)
     #expect(hold.isFinished && hold.isCancelled)
@@ -246,12 +250,18 @@ struct PrivateTaskQueueTests {
     job.startJob()
     #expect(await eventually { task.isExecuting })
     #expect(!dependent.isFinished)
+    // `waitUntilFinished()` blocks: on a thread of its own, not one of the test's.
+    let waited = Latch()
+    Thread {
+      task.waitUntilFinished()
+      waited.open()
+    }.start()
     release.open()
-    #expect(task.finishes(within: 30))
-    #expect(dependent.finishes(within: 30))
-    #expect(completion.wait(timeout: 30))
+    #expect(await waited.waitOpen())
+    #expect(await eventually { dependent.isFinished })
+    #expect(await completion.waitOpen())
     #expect(log.all == ["task", "dependent"])
-    #expect(job.finishes(within: 30))
+    #expect(await eventually { job.isFinished })
   }
 
   /// A per-type limit holds back the tasks the job starts itself.
@@ -279,7 +289,7 @@ struct PrivateTaskQueueTests {
     // A third task would start within this bounded wait if the limit were not kept.
     #expect(await !eventually(within: .milliseconds(300)) { running.value > 2 })
     go.open()
-    #expect(job.finishes(within: 30))
+    #expect(await eventually { job.isFinished })
     #expect(peak.value == 2)
   }
 
@@ -296,7 +306,7 @@ struct PrivateTaskQueueTests {
     #expect(await eventually { job.isSuspended && job.isExecuting })
     #expect(ran.value == 0)
     job.resume()
-    #expect(job.finishes(within: 30))
+    #expect(await eventually { job.isFinished })
     #expect(ran.value == 10)
   }
 

@@ -66,41 +66,48 @@ extension JobController {
     queue.addOperation(task)
   }
 
-  /// Starts `operation` on a global dispatch queue of its `qualityOfService`, as the job's own
-  /// queue would on one of its worker threads. If by then the queue was exposed or the operation
+  /// Starts `operation` on a concurrent dispatch queue of its `qualityOfService`, as the job's
+  /// own queue would on one of its worker threads. If by then the queue was exposed or the operation
   /// is not ready (a dependency added meanwhile), it goes to the queue instead: it is in no queue
   /// yet, so that is allowed, and the queue then starts it once ready.
   private func startDirectly(_ operation: ConcurrentOperation) {
-    operation.qualityOfService.globalQueue.async { [self] in
+    operation.qualityOfService.directStartQueue.async { [self] in
       if privateTaskQueue?.isExposed != false || !operation.isReady {
         addToQueue(operation, queueOfTasks)
       } else {
-        operation.start()
+        operation.startOutsideQueue()
       }
     }
   }
 }
 
-/// libdispatch's global queues, one per quality of service. Kept: `DispatchQueue.global(qos:)`
-/// makes a new `DispatchQueue` object on every call.
-private enum GlobalQueues {
-  static let userInteractive = DispatchQueue.global(qos: .userInteractive)
-  static let userInitiated = DispatchQueue.global(qos: .userInitiated)
-  static let utility = DispatchQueue.global(qos: .utility)
-  static let background = DispatchQueue.global(qos: .background)
-  static let standard = DispatchQueue.global(qos: .default)
+/// The dispatch queues a job starts its own operations on, one per quality of service, shared by
+/// all jobs: concurrent queues like the one an `OperationQueue` runs its operations on, and so
+/// with its thread pool, which grows while work items block (libdispatch's global queues would
+/// stop at one thread per core, and tasks that wait for each other would starve). The default
+/// one has the label of a job's own `OperationQueue`.
+private enum DirectStartQueues {
+  static let userInteractive = make(.userInteractive, "userInteractive")
+  static let userInitiated = make(.userInitiated, "userInitiated")
+  static let utility = make(.utility, "utility")
+  static let background = make(.background, "background")
+  static let standard = DispatchQueue(label: "JobKit.JobController.taskQueue", attributes: .concurrent)
+
+  private static func make(_ qos: DispatchQoS, _ name: String) -> DispatchQueue {
+    DispatchQueue(label: "JobKit.JobController.taskQueue.\(name)", qos: qos, attributes: .concurrent)
+  }
 }
 
 extension QualityOfService {
-  /// The global dispatch queue of this quality of service (as `OperationQueue` maps it).
-  fileprivate var globalQueue: DispatchQueue {
+  /// The queue a job starts an operation of this quality of service on.
+  fileprivate var directStartQueue: DispatchQueue {
     switch self {
-    case .userInteractive: return GlobalQueues.userInteractive
-    case .userInitiated: return GlobalQueues.userInitiated
-    case .utility: return GlobalQueues.utility
-    case .background: return GlobalQueues.background
-    case .default: return GlobalQueues.standard
-    @unknown default: return GlobalQueues.standard
+    case .userInteractive: return DirectStartQueues.userInteractive
+    case .userInitiated: return DirectStartQueues.userInitiated
+    case .utility: return DirectStartQueues.utility
+    case .background: return DirectStartQueues.background
+    case .default: return DirectStartQueues.standard
+    @unknown default: return DirectStartQueues.standard
     }
   }
 }
