@@ -51,6 +51,17 @@ struct PrivateTaskQueueTests {
     }
   }
 
+  /// `count` tasks ran, each as an operation of `queue` (its `current`, in its `operations`) on
+  /// its dispatch queue `label`.
+  private static func expectEachRan(_ seen: [Sighting], count: Int, through queue: OperationQueue, label: String) {
+    #expect(seen.count == count)
+    for sighting in seen {
+      #expect(sighting.current === queue)
+      #expect(sighting.label == label)
+      #expect(sighting.inOperations)
+    }
+  }
+
   @Test func jobKitsOwnTasksSkipTheQueueNobodyHasSeen() async throws {
     let seen = Locked<[Sighting]>([])
     let job = BodyJob { job in
@@ -78,12 +89,7 @@ struct PrivateTaskQueueTests {
     }
     let queue = job.taskQueue
     try await job.run()
-    #expect(seen.value.count == 20)
-    for sighting in seen.value {
-      #expect(sighting.current === queue)
-      #expect(sighting.label == "JobKit.JobController.taskQueue")
-      #expect(sighting.inOperations)
-    }
+    Self.expectEachRan(seen.value, count: 20, through: queue, label: "JobKit.JobController.taskQueue")
   }
 
   /// The hand-out in the middle of a run: the task that runs already stays out of `operations`;
@@ -146,12 +152,7 @@ struct PrivateTaskQueueTests {
     }
     #expect(job.privateTaskQueue == nil)
     try await job.run()
-    #expect(seen.value.count == 10)
-    for sighting in seen.value {
-      #expect(sighting.current === queue)
-      #expect(sighting.label == "users-queue")
-      #expect(sighting.inOperations)
-    }
+    Self.expectEachRan(seen.value, count: 10, through: queue, label: "users-queue")
   }
 
   /// A task with a Foundation dependency is not ready: it goes to the queue, which starts it once
