@@ -47,7 +47,7 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// Reading it hands the queue out. A queue the job made for itself that nobody has read yet
   /// (and to which the job has added no plain `Operation`) cannot be suspended, limited or
   /// inspected by anyone, so the job starts the ``ConcurrentOperation``s it queues on it itself,
-  /// on a global dispatch queue of the task's `qualityOfService`, instead of through
+  /// on a concurrent dispatch queue of the task's `qualityOfService`, instead of through
   /// `addOperation`: the same start, without `OperationQueue`'s bookkeeping per task. Every task
   /// the job queues after the first read returns goes through `addOperation`, as do tasks that
   /// are not ready yet (dependencies). A task the job had already started itself before that read
