@@ -99,10 +99,12 @@ struct PrivateTaskQueueTests {
     let seen = Locked<[Sighting]>([])
     let firstInside = Latch()
     let releaseFirst = Latch()
-    let first = BlockTask {
+    // Asynchronous bodies: a task that waits holds no thread (the suites beside this one need
+    // them).
+    let first = BlockTask(async: {
       firstInside.open()
-      _ = releaseFirst.wait(timeout: 30)
-    }
+      _ = await releaseFirst.waitOpen()
+    })
     let later = BlockTask {
       seen.mutate {
         $0.append(Sighting(current: OperationQueue.current, label: currentDispatchQueueLabel(), inOperations: true))
@@ -128,10 +130,9 @@ struct PrivateTaskQueueTests {
   /// from then on the job's own operations go through it too.
   @Test func aPlainOperationExposesTheQueue() async throws {
     let seen = Locked<[Sighting]>([])
-    let plainRan = Latch()
     let job = BodyJob { job in
-      job.trackAndQueue(BlockOperation { plainRan.open() })
-      _ = plainRan.wait(timeout: 30)
+      // Exposed as it is added, before it runs.
+      job.trackAndQueue(BlockOperation {})
       job.trackAndQueue(Self.sightingTask(job.queueOfTasks, into: seen))
     }
     try await job.run()
@@ -238,10 +239,10 @@ struct PrivateTaskQueueTests {
     let release = Latch()
     let completion = Latch()
     let log = EventLog()
-    let task = BlockTask {
-      _ = release.wait(timeout: 30)
+    let task = BlockTask(async: {
+      _ = await release.waitOpen()
       log.record("task")
-    }
+    })
     task.completionBlock = { completion.open() }
     let dependent = BlockOperation { log.record("dependent") }
     dependent.addDependency(task)
@@ -274,15 +275,15 @@ struct PrivateTaskQueueTests {
       job.setMaxConcurrentTasks(2, forGroup: BlockTask.self)
       for _ in 0..<20 {
         job.trackAndQueue(
-          BlockTask {
+          BlockTask(async: {
             let now = running.mutate {
               $0 += 1
               return $0
             }
             peak.mutate { $0 = max($0, now) }
-            _ = go.wait(timeout: 30)
+            _ = await go.waitOpen()
             running.mutate { $0 -= 1 }
-          })
+          }))
       }
     }
     job.startJob()
