@@ -1,6 +1,7 @@
 import Foundation
-import JobKit
 import JobKitTesting
+
+@testable import JobKit
 
 /// What a `ModelJob` saw of its own callbacks, behind its lock.
 struct JobObservation {
@@ -52,7 +53,9 @@ final class ModelJob: JobController, @unchecked Sendable {
     QuietMisuse.silence(self)
     context.register(self)
     context.watch(self, "job \(plan.id)")
-    context.watch(taskQueue, "taskQueue of job \(plan.id)")
+    // `queueOfTasks`: reading the public `taskQueue` would hand the queue out, and the job would
+    // then queue every task through it (the model must see JobKit start its own operations).
+    context.watch(queueOfTasks, "taskQueue of job \(plan.id)")
   }
 
   var observation: JobObservation { observed.withLock { $0 } }

@@ -194,7 +194,7 @@ open class GroupJob: JobController, @unchecked Sendable {
       case .start(let task, let shared):
         prepareForAdmission(task, shared: shared)
         let node = TaskNodeWithCompletion(job: self, task: task, completion: sourceCompletion)
-        if track(task, node: node, queue: taskQueue) == nil {
+        if track(task, node: node, queue: queueOfTasks) == nil {
           withGroupState { $0.pullNotTracked() }
         }
       case .exhausted(let exits):

@@ -225,7 +225,7 @@ extension JobController {
     if task.isReady {
       task.start()
     } else {
-      queue.addOperation(task)
+      addToQueue(task, queue)
     }
   }
 

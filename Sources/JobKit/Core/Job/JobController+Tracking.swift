@@ -193,18 +193,6 @@ extension JobController {
       enqueue(task, on: queue)
     }
   }
-
-  /// Adds `task` to `queue` unless it is already executing (a second `addOperation` would be a
-  /// fatal error in Foundation). Returns whether it was added.
-  @discardableResult
-  func enqueue(_ task: Operation, on queue: OperationQueue) -> Bool {
-    if task.isExecuting || task.isFinished {
-      reportMisuse(.taskAlreadyRunning, "\(type(of: task)) is already running; tracked, not queued again")
-      return false
-    }
-    queue.addOperation(task)
-    return true
-  }
 }
 
 /// Tracking with ``TaskOptions``: a timeout per attempt, retries, or both.
@@ -267,7 +255,7 @@ extension JobController {
       node = TaskNode(job: self, task: task)
     }
     node.retry = attempt
-    if let node = track(task, node: node, queue: taskQueue, replacing: previous), let timeout = options.timeout {
+    if let node = track(task, node: node, queue: queueOfTasks, replacing: previous), let timeout = options.timeout {
       armTimeout(timeout, for: node)
     }
   }

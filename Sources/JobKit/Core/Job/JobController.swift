@@ -40,8 +40,33 @@ import Foundation
 open class JobController: ConcurrentOperation, @unchecked Sendable {
   // @unchecked Sendable: all mutable state lives in `jobState`, a lock-protected box.
 
-  /// The queue ``trackAndQueue(_:)`` adds tasks to.
-  public let taskQueue: OperationQueue
+  /// The queue ``trackAndQueue(_:)`` adds tasks to: the one given to ``init(taskQueue:)``, else
+  /// ``defaultTaskQueue`` if one was set when the job was made, else a concurrent queue the job
+  /// made for itself.
+  ///
+  /// Reading it hands the queue out. A queue the job made for itself that nobody has read yet
+  /// (and to which the job has added no plain `Operation`) cannot be suspended, limited or
+  /// inspected by anyone, so the job starts the ``ConcurrentOperation``s it queues on it itself,
+  /// on a concurrent dispatch queue of the task's `qualityOfService`, instead of through
+  /// `addOperation`: the same start, without `OperationQueue`'s bookkeeping per task. Every task
+  /// the job queues after the first read returns goes through `addOperation`, as do tasks that
+  /// are not ready yet (dependencies). A task the job had already started itself before that read
+  /// is not in the queue's `operations` or `operationCount`, and
+  /// `waitUntilAllOperationsAreFinished()` does not wait for it (await the job instead); inside
+  /// such a task `OperationQueue.current` is `nil`. Read this property once before the first
+  /// task (or pass a queue to ``init(taskQueue:)``) to have every task go through the queue. See
+  /// <doc:RoutingAndThreads>, "The task queue".
+  public var taskQueue: OperationQueue {
+    privateTaskQueue?.expose()
+    return queueOfTasks
+  }
+
+  /// ``taskQueue``, read by JobKit itself: it does not hand the queue out.
+  @usableFromInline let queueOfTasks: OperationQueue
+
+  /// Whether ``taskQueue`` is still the job's own, seen by nobody: `nil` for a queue the job was
+  /// given (or ``defaultTaskQueue``).
+  let privateTaskQueue: PrivateTaskQueue?
 
   /// Contended: `main()`'s thread tracks and routes under it while finishing threads record.
   let jobState = LockedBox(JobState(), contended: true)
@@ -60,11 +85,13 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// queue the job owns.
   public override init() {
     if let queue = JobController.defaultTaskQueue {
-      self.taskQueue = queue
+      self.queueOfTasks = queue
+      self.privateTaskQueue = nil
     } else {
       let queue = OperationQueue()
       queue.name = "JobKit.JobController.taskQueue"
-      self.taskQueue = queue
+      self.queueOfTasks = queue
+      self.privateTaskQueue = PrivateTaskQueue.make()
     }
     super.init()
   }
@@ -72,7 +99,8 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// Creates a job whose ``trackAndQueue(_:)`` adds tasks to `taskQueue`, for example a serial
   /// queue or one shared by several jobs.
   public init(taskQueue: OperationQueue) {
-    self.taskQueue = taskQueue
+    self.queueOfTasks = taskQueue
+    self.privateTaskQueue = nil
     super.init()
   }
 
@@ -131,7 +159,7 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
 
   /// Tracks `task` and adds it to ``taskQueue``.
   public func trackAndQueue(_ task: Operation) {
-    track(task, node: TaskNode(job: self, task: task), queue: taskQueue)
+    track(task, node: TaskNode(job: self, task: task), queue: queueOfTasks)
   }
 
   /// Tracks `task`, which the caller queues itself; when it finishes, `completion` is called
@@ -145,7 +173,7 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// it instead of ``taskFinished(_:)``, serially with the job's other callbacks.
   @inlinable
   public func trackAndQueue<T: Operation>(_ task: T, completion: @escaping @Sendable (T) -> Void) {
-    track(task, node: TaskNodeWithCompletion(job: self, task: task, completion: completion), queue: taskQueue)
+    track(task, node: TaskNodeWithCompletion(job: self, task: task, completion: completion), queue: queueOfTasks)
   }
 
   /// Sets the handler called instead of ``taskGroupFinished(_:)`` each time the last unfinished

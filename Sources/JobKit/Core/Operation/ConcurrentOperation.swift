@@ -73,6 +73,15 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
   /// Calls ``operationStart()`` on the calling thread unless the operation was cancelled first.
   /// A second call is reported as ``JobKitError/Code/startedTwice`` and ignored.
   public final override func start() {
+    start(inQueue: true)
+  }
+
+  /// `start()` for an operation its job starts itself, in no queue (`JobController.enqueue`).
+  func startOutsideQueue() {
+    start(inQueue: false)
+  }
+
+  private func start(inQueue: Bool) {
     let isCancelled = self.isCancelled
     let action = state.withLock { $0.start(isCancelled: isCancelled) }
     switch action {
@@ -80,15 +89,15 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
       reportMisuse(.startedTwice, "start() was called on an operation that already started; ignored")
       return
     case .run(let observers):
-      postExecutingChange()
+      postExecutingChange(inQueue: inQueue)
       runStart(telling: observers)
     case .skipCancelled:
-      postExecutingChange()
+      postExecutingChange(inQueue: inQueue)
       startCancelled()
       startReturned()
     case .deferred:
       // Suspended: `resume()` (or a cancel) runs the start, maybe on another thread already.
-      postExecutingChange()
+      postExecutingChange(inQueue: inQueue)
     }
   }
 
@@ -243,6 +252,9 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
   /// lock); `cancel()` records it before it returns.
   var isCancelRecorded: Bool { state.withLock { $0.isCancelRecorded } }
 
+  /// `isExecuting || isFinished`, under one lock: `start()` was called.
+  var hasStarted: Bool { state.withLock { !$0.phase.isIdle } }
+
   /// Called (on every `cancel()`) before ``operationCancelled()``; lets a job cancel its tasks
   /// even while its `main()` runs. Must be idempotent.
   func cancellationRequested() {}
@@ -299,16 +311,31 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
 
   // MARK: - Change notifications (never called with a lock held)
 
-  private func postExecutingChange() {
+  private func postExecutingChange(inQueue: Bool) {
+    #if !canImport(Darwin)
+      // corelibs Foundation has no KVO: this change only moves Foundation's own state of the
+      // operation to executing, which its queue reads (a cancel of an operation not executing
+      // makes the queue look for ready operations again). An operation in no queue has no queue
+      // to tell, and nothing else reads that state for a `ConcurrentOperation`, which answers
+      // `isExecuting` and `isFinished` itself.
+      guard inQueue else { return }
+    #endif
     willChangeValue(forKey: "isExecuting")
     didChangeValue(forKey: "isExecuting")
   }
 
   private func postFinishChange() {
-    willChangeValue(forKey: "isFinished")
-    willChangeValue(forKey: "isExecuting")
-    didChangeValue(forKey: "isExecuting")
-    didChangeValue(forKey: "isFinished")
+    #if canImport(Darwin)
+      willChangeValue(forKey: "isFinished")
+      willChangeValue(forKey: "isExecuting")
+      didChangeValue(forKey: "isExecuting")
+      didChangeValue(forKey: "isFinished")
+    #else
+      // corelibs Foundation has no KVO (its `willChangeValue` does nothing, and neither can be
+      // overridden): `didChangeValue` only drives its own bookkeeping, where "isExecuting" moves
+      // the operation to executing if it executes, which a finished one no longer does.
+      didChangeValue(forKey: "isFinished")
+    #endif
   }
 }
 

@@ -99,7 +99,7 @@ extension JobController {
   @discardableResult
   public func tryTrackAndQueue<T: Operation>(_ task: T, completion: @escaping @Sendable (T) -> Void) -> Bool {
     let node = TaskNodeWithCompletion(job: self, task: task, completion: completion)
-    return track(task, node: node, queue: taskQueue, bounded: true) != nil
+    return track(task, node: node, queue: queueOfTasks, bounded: true) != nil
   }
 
   /// Suspends until a task of dynamic type `group` may be tracked under the group's bound

@@ -31,7 +31,7 @@ extension JobController {
     _ task: T, after dependencies: [Operation], completion: @escaping @Sendable (T) -> Void
   ) {
     let node = TaskNodeWithCompletion(job: self, task: task, completion: completion)
-    track(task, node: node, after: dependencies, target: .queue(taskQueue))
+    track(task, node: node, after: dependencies, target: .queue(queueOfTasks))
   }
 
   /// Tracks `task`, which the caller adds to a queue (or starts) itself, after this call: the

@@ -19,7 +19,7 @@ extension JobController {
   func trackForAdmission(_ task: Operation, node: TaskNode, reportsJobFinished: Bool) -> AdmissionTracking {
     var notes = TrackingNotes(reportsJobFinished: reportsJobFinished)
     let tracked = track(
-      task, node: node, queue: taskQueue, replacing: nil, waitsForDependencies: false, waitsForAdmission: true,
+      task, node: node, queue: queueOfTasks, replacing: nil, waitsForDependencies: false, waitsForAdmission: true,
       notes: &notes)
     if tracked != nil { return .tracked }
     return notes.jobFinished ? .jobFinished : .duplicate

@@ -101,7 +101,7 @@ struct JobControllerMisuseAndMemoryTests {
         }
       }
       tracker.watch(job, "job")
-      tracker.watch(job.taskQueue, "queue")
+      tracker.watch(job.queueOfTasks, "queue")
       try await job.run()
     }
     #expect(await tracker.survivors() == [])

@@ -20,7 +20,7 @@ struct JobControllerStartObserverReleaseTests {
         tracked.open()
       }
       tracker.watch(job, "job")
-      tracker.watch(job.taskQueue, "queue")
+      tracker.watch(job.queueOfTasks, "queue")
       let events = job.events
       let drained = Task { await events.reduce(0) { count, _ in count + 1 } }
       job.startJob()

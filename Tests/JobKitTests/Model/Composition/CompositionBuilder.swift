@@ -1,5 +1,6 @@
 import Foundation
-import JobKit
+
+@testable import JobKit
 
 /// A weak reference to an object made after the closures that need it (a group, a queue).
 final class LaterRef<Object: AnyObject>: @unchecked Sendable {
@@ -121,7 +122,8 @@ struct CompositionBuilder: Sendable {
   private func registered<T: Operation>(_ operation: T, _ node: NodePlan, attempt: Int = 1) -> T {
     QuietMisuse.silence(operation)
     if let job = operation as? JobController {
-      log.watch(job.taskQueue, "taskQueue of n\(node.id)")
+      // Not the public `taskQueue`, whose read hands the queue out (see `ModelJob`).
+      log.watch(job.queueOfTasks, "taskQueue of n\(node.id)")
       // A cancelled task slower than the grace period is reported as a misuse (a violation). As
       // long as the hang limit, as in the core's model: on a saturated pool a leaf that honours
       // its cancel can take more than the default 10 s to be scheduled (seed 1 of a full
