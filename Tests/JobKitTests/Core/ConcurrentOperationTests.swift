@@ -5,6 +5,27 @@ import Testing
 
 @Suite("ConcurrentOperation")
 struct ConcurrentOperationTests {
+  /// What a group routing a finished task reads in one lock: the error, and whether a cancel
+  /// was recorded before the finish (a cancel after it is not the task's own).
+  @Test func theFinishOutcomeTellsTheErrorAndACancelBeforeTheFinish() {
+    let failed = ManualTask()
+    failed.start()
+    failed.finish(error: TestError(1))
+    #expect(failed.finishOutcome.error as? TestError == TestError(1) && !failed.finishOutcome.cancelled)
+
+    let cancelledWhileRunning = ManualTask()
+    cancelledWhileRunning.start()
+    cancelledWhileRunning.cancel()  // which finishes it
+    #expect(cancelledWhileRunning.isFinished)
+    #expect(cancelledWhileRunning.finishOutcome.error == nil && cancelledWhileRunning.finishOutcome.cancelled)
+
+    let cancelledAfterItFinished = ManualTask()
+    cancelledAfterItFinished.start()
+    cancelledAfterItFinished.finish()
+    cancelledAfterItFinished.cancel()
+    #expect(!cancelledAfterItFinished.finishOutcome.cancelled)
+  }
+
   @Test func startRunsOperationStartAndDoneFinishes() {
     let task = ManualTask()
     #expect(!task.isExecuting && !task.isFinished && task.isAsynchronous)

@@ -152,6 +152,12 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
   /// `CancellationError` after a plain `cancel()`. The first reason recorded stays.
   public var cancellationReason: (any Error)? { state.withLock { $0.cancellationReason } }
 
+  /// How the operation ended, in one read of its state: its error, and whether a cancel was
+  /// recorded before it finished (a ``cancellationReason``). For a job routing it as a task.
+  var finishOutcome: (error: (any Error)?, cancelled: Bool) {
+    state.withLock { ($0.error, $0.cancellationReason != nil) }
+  }
+
   /// Records `reason` (if there is none yet) and returns the reason the operation stops with:
   /// what a job hands down to the tasks it cancels.
   func adoptCancellationReason(_ reason: (any Error)?) -> any Error {

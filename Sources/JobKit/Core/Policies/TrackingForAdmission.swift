@@ -4,8 +4,9 @@ import Foundation
 extension JobController {
   enum AdmissionTracking {
     /// Tracked: it waits in the admission line, or went on (queued, or held by a limit or a
-    /// suspension).
-    case tracked
+    /// suspension). `jobSuspended`: the job's suspension concerned its new children then, so the
+    /// caller suspends the task if the job still is (a suspension that comes later tells it).
+    case tracked(jobSuspended: Bool)
     /// The job tracks it already (reported).
     case duplicate
     /// The job finished: not tracked (reported only if asked to).
@@ -21,7 +22,7 @@ extension JobController {
     let tracked = track(
       task, node: node, queue: taskQueue, replacing: nil, waitsForDependencies: false, waitsForAdmission: true,
       notes: &notes)
-    if tracked != nil { return .tracked }
+    if tracked != nil { return .tracked(jobSuspended: notes.jobSuspended) }
     return notes.jobFinished ? .jobFinished : .duplicate
   }
 
