@@ -35,14 +35,20 @@ extension JobController {
 
   /// Carries out what an admission transition let go, with no lock held: each task is
   /// prepared (``prepareForAdmission(_:shared:)``), then queued if `ready`; the others ask their
-  /// group for a slot (limits, a suspension) in one more lock.
+  /// group for a slot (limits, a suspension) in one more lock. A full batch
+  /// (`JobAdmission.exitBatch`) is followed by the next one, until the line lets none go.
   func performAdmissionExits(_ exits: [AdmissionExit]) {
-    var asksForSlots = false
-    for exit in exits where !prepareAndQueue(exit) {
-      asksForSlots = true
-    }
-    if asksForSlots {
-      admitAfterAdmission(exits)
+    var batch = exits
+    while !batch.isEmpty {
+      var asksForSlots = false
+      for exit in batch where !prepareAndQueue(exit) {
+        asksForSlots = true
+      }
+      if asksForSlots {
+        admitAfterAdmission(batch)
+      }
+      guard batch.count >= JobAdmission.exitBatch else { return }
+      batch = jobState.withLock { $0.admissionExitsFromLine() }
     }
   }
 
