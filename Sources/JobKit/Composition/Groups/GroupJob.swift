@@ -188,10 +188,16 @@ open class GroupJob: JobController, @unchecked Sendable {
   /// lock first), and this loop then finds the slots taken. A pull costs one lock, its task's
   /// `track`: the slot and the context come from the reservation, and the loop asks for the
   /// next slot only if this one was not the last free one.
-  private func pullFromSource(reserved: GroupState.ReservedPull? = nil) {
+  private func pullFromSource(reserved: consuming GroupState.ReservedPull? = nil) {
     guard let source, let sourceCompletion else { return }
-    var slot = reserved ?? withJobLock(groupState) { job, group in group.reservePull(job: job) }
-    while let reservation = slot {
+    // Reservations are moved, not copied: a copy retains their context again.
+    var slot: GroupState.ReservedPull?
+    if let reserved = consume reserved {
+      slot = reserved
+    } else {
+      slot = withJobLock(groupState) { job, group in group.reservePull(job: job) }
+    }
+    while let reservation = consume slot {
       guard let task = source.next() else {
         performAdmissionExits(withJobLock(groupState) { job, group in group.sourceExhausted(job: &job) })
         return
@@ -233,7 +239,7 @@ open class GroupJob: JobController, @unchecked Sendable {
     let routing = withJobLock(groupState) { job, group in
       group.taskRouted(task, error: error, cancelledItself: cancelledItself, fromSource: fromSource, job: &job)
     }
-    switch routing {
+    switch consume routing {
     case .proceed(let exit, let pull):
       if let exit {
         performAdmissionExit(exit)
