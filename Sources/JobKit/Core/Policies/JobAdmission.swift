@@ -104,6 +104,13 @@ struct JobAdmission {
   /// How many tasks wait in line.
   var waitingCount: Int { line.count }
 
+  /// How many tasks can leave the line in the next batch (all of a batch, one at a time, or
+  /// none while the admission admits nothing): the capacity to reserve for their exits.
+  var exitCapacityHint: Int {
+    guard admitsNext else { return 0 }
+    return min(line.count, order == .all ? Self.exitBatch : 1)
+  }
+
   /// At most how many tasks leave the line in one critical section when many may go at once
   /// (a concurrent group starting, a resume): their exits are carried out batch by batch.
   static let exitBatch = 256
@@ -234,6 +241,7 @@ extension JobState {
   /// once.
   mutating func admissionExitsFromLine() -> [AdmissionExit] {
     var exits: [AdmissionExit] = []
+    exits.reserveCapacity(admission.exitCapacityHint)
     while exits.count < JobAdmission.exitBatch, let (node, queue) = admission.next() {
       if let exit = exit(node, queue) { exits.append(exit) }
     }
