@@ -5,8 +5,8 @@ import Testing
 
 @Suite("ConcurrentOperation")
 struct ConcurrentOperationTests {
-  /// What a group routing a finished task reads in one lock: the error, and whether a cancel
-  /// was recorded before the finish (a cancel after it is not the task's own).
+  /// What a group routing a finished task reads in one lock: the error, and whether `cancel()`
+  /// was called before the finish (not after it, and not a stop that only records a reason).
   @Test func theFinishOutcomeTellsTheErrorAndACancelBeforeTheFinish() {
     let failed = ManualTask()
     failed.start()
@@ -18,6 +18,15 @@ struct ConcurrentOperationTests {
     cancelledWhileRunning.cancel()  // which finishes it
     #expect(cancelledWhileRunning.isFinished)
     #expect(cancelledWhileRunning.finishOutcome.error == nil && cancelledWhileRunning.finishOutcome.cancelled)
+
+    // A reason recorded without a cancel (a job's `fail(_:)` or time limit records one), and
+    // no error: not cancelled.
+    let stoppedWithoutACancel = ManualTask()
+    stoppedWithoutACancel.start()
+    _ = stoppedWithoutACancel.adoptCancellationReason(TestError(2))
+    stoppedWithoutACancel.finish()
+    #expect(stoppedWithoutACancel.cancellationReason as? TestError == TestError(2))
+    #expect(stoppedWithoutACancel.finishOutcome.error == nil && !stoppedWithoutACancel.finishOutcome.cancelled)
 
     let cancelledAfterItFinished = ManualTask()
     cancelledAfterItFinished.start()

@@ -116,7 +116,7 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
   /// Records `CancellationError` as ``cancellationReason`` unless a reason was recorded first
   /// (see ``cancel(reason:)``).
   public final override func cancel() {
-    let unused = state.withLock { $0.recordCancellationReason(CancellationError()) }
+    let unused = state.withLock { $0.recordCancel() }
     _ = unused  // released after the lock
     super.cancel()
     cancellationRequested()
@@ -152,10 +152,11 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
   /// `CancellationError` after a plain `cancel()`. The first reason recorded stays.
   public var cancellationReason: (any Error)? { state.withLock { $0.cancellationReason } }
 
-  /// How the operation ended, in one read of its state: its error, and whether a cancel was
-  /// recorded before it finished (a ``cancellationReason``). For a job routing it as a task.
+  /// How the operation ended, in one read of its state: its error, and whether `cancel()` was
+  /// called before it finished (a job's `fail(_:)` or time limit records a
+  /// ``cancellationReason`` without a cancel). For a job routing it as a task.
   var finishOutcome: (error: (any Error)?, cancelled: Bool) {
-    state.withLock { ($0.error, $0.cancellationReason != nil) }
+    state.withLock { ($0.error, $0.isCancelRequested) }
   }
 
   /// Records `reason` (if there is none yet) and returns the reason the operation stops with:
