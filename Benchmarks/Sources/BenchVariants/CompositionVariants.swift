@@ -29,6 +29,19 @@ func runHeldBlockTasks(_ n: Int) {
   withExtendedLifetime(tasks) {}
 }
 
+/// As (g'), without running the group: N BlockTasks added to a ConcurrentGroup that never
+/// starts, then released with it. Its peak memory minus `blk-held`'s is what the group keeps per
+/// waiting task (its job's node and the admission line's slot); `grp-add`'s minus this one's is
+/// what running adds (the queue's bookkeeping of every queued task). Child only
+/// (`--child grp-held N`, under `/usr/bin/time -f %M`).
+func runHeldConcurrentGroup(_ n: Int) {
+  let group = ConcurrentGroup()
+  for _ in 0..<n {
+    group.add(BlockTask {})
+  }
+  withExtendedLifetime(group) {}
+}
+
 /// (h) A SequentialGroup of N BlockTasks, added one by one, run to its end. Baseline: `raw-ser`.
 func runSequentialGroup(_ n: Int) {
   let group = SequentialGroup()
@@ -146,5 +159,9 @@ public let compositionVariants: [Variant] = [
 let memoryVariants: [Variant] = [
   Variant(
     name: "blk-held", baseline: "grp-add",
-    summary: "N BlockTasks held at once, not run (the tasks' own memory)", run: runHeldBlockTasks)
+    summary: "N BlockTasks held at once, not run (the tasks' own memory)", run: runHeldBlockTasks),
+  Variant(
+    name: "grp-held", baseline: "blk-held",
+    summary: "N BlockTasks added to a ConcurrentGroup that never runs (the group's memory per waiting task)",
+    run: runHeldConcurrentGroup),
 ]

@@ -28,7 +28,10 @@ struct LockedBox<Value>: @unchecked Sendable {
   // @unchecked Sendable: `value` is only touched inside `withLock`, which holds the mutex.
   private let storage: LockedStorage<Value>
 
-  init(_ value: Value, contended: Bool = false) {
+  /// A box holding `value`, which is made right in the box's allocation: a state struct is
+  /// not built, copied in and destroyed (a retain and a release per reference it holds, per
+  /// box: every task's operation has one).
+  init(_ value: @autoclosure () -> Value, contended: Bool = false) {
     storage = LockedStorage.make(value, contended: contended)
   }
 
@@ -51,8 +54,8 @@ struct LockedBox<Value>: @unchecked Sendable {
 
 /// The storage of a ``LockedBox``: the value as the buffer's header, the mutex as its one element.
 final class LockedStorage<Value>: ManagedBuffer<Value, pthread_mutex_t> {
-  static func make(_ value: Value, contended: Bool) -> LockedStorage {
-    let buffer = create(minimumCapacity: 1) { _ in value }
+  static func make(_ value: () -> Value, contended: Bool) -> LockedStorage {
+    let buffer = create(minimumCapacity: 1) { _ in value() }
     buffer.withUnsafeMutablePointerToElements { mutex in
       mutex.initialize(to: pthread_mutex_t())
       let status: Int32

@@ -20,7 +20,7 @@ struct Waiters<Condition, Value> {
     case waiting(Condition, Continuation)
   }
 
-  private var entries: [UInt64: Entry] = [:]
+  private var entries = [UInt64: Entry]()
   private var lastID: UInt64 = 0
 
   /// Whether nothing is kept: no waiter made, registered, or cancelled before it registered.

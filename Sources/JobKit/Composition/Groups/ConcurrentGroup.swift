@@ -87,7 +87,7 @@ open class ConcurrentGroup: GroupJob, @unchecked Sendable {
   public init<Tasks: Sequence>(
     taking tasks: sending Tasks, maxRunning: Int = ConcurrentGroup.defaultMaxRunning, taskQueue: OperationQueue? = nil
   ) where Tasks.Element: Operation {
-    var iterator = tasks.makeIterator()
+    let iterator = TaskIterator(tasks.makeIterator())
     super.init(
       sequential: false, tasks: [], taskQueue: taskQueue, taking: { iterator.next() }, maxRunning: maxRunning,
       propagatesTaskCancellation: true)

@@ -145,8 +145,10 @@ open class GroupJob: JobController, @unchecked Sendable {
     guard let taskCompletion else { return false }
     let node = TaskNodeWithCompletion(job: self, task: task, completion: taskCompletion)
     switch trackForAdmission(task, node: node, reportsJobFinished: false) {
-    case .tracked:
-      suspendIfSuspended(task)
+    case .tracked(let jobSuspended):
+      if jobSuspended {
+        suspendIfSuspended(task)
+      }
       return true
     case .duplicate:
       return true
@@ -161,9 +163,9 @@ open class GroupJob: JobController, @unchecked Sendable {
     }
   }
 
-  /// `task` was added while the group is suspended: the suspension told the children it
-  /// tracked then, so it is suspended here. A resume that came meanwhile may have missed it:
-  /// the group looks again after suspending it.
+  /// `task` was added while the group's suspension concerned its new children: the suspension
+  /// told the children it tracked then, so it is suspended here if the group still is. A resume
+  /// that came meanwhile may have missed it: the group looks again after suspending it.
   private func suspendIfSuspended(_ task: Operation) {
     guard isSuspended, let child = task as? ConcurrentOperation else { return }
     child.suspend()
@@ -183,23 +185,32 @@ open class GroupJob: JobController, @unchecked Sendable {
   /// from `main()` and the per-task callbacks, which the job runs serially; `reserved` if a
   /// slot was reserved already (by the callback's routing transition). Re-entrant: a task's
   /// callback nested in a `track` made here pulls on its own (its slot was reserved under the
-  /// lock first), and this loop then finds the slots taken.
-  private func pullFromSource(reserved: Bool = false) {
+  /// lock first), and this loop then finds the slots taken. A pull costs one lock, its task's
+  /// `track`: the slot and the context come from the reservation, and the loop asks for the
+  /// next slot only if this one was not the last free one.
+  private func pullFromSource(reserved: consuming GroupState.ReservedPull? = nil) {
     guard let source, let sourceCompletion else { return }
-    var reserved = reserved
-    while reserved || withJobLock(groupState, { job, group in group.reservePull(job: job) }) {
-      reserved = false
-      let next = source.next()
-      switch withJobLock(groupState, { job, group in group.pulled(next, job: &job) }) {
-      case .start(let task, let shared):
-        prepareForAdmission(task, shared: shared)
-        let node = TaskNodeWithCompletion(job: self, task: task, completion: sourceCompletion)
-        if track(task, node: node, queue: queueOfTasks) == nil {
-          withGroupState { $0.pullNotTracked() }
-        }
-      case .exhausted(let exits):
-        performAdmissionExits(exits)
+    // Reservations are moved, not copied: a copy retains their context again.
+    var slot: GroupState.ReservedPull?
+    if let reserved = consume reserved {
+      slot = reserved
+    } else {
+      slot = withJobLock(groupState) { job, group in group.reservePull(job: job) }
+    }
+    while let reservation = consume slot {
+      guard let task = source.next() else {
+        performAdmissionExits(withJobLock(groupState) { job, group in group.sourceExhausted(job: &job) })
         return
+      }
+      prepareForAdmission(task, shared: reservation.shared)
+      let node = TaskNodeWithCompletion(job: self, task: task, completion: sourceCompletion)
+      let tracked = track(task, node: node, queue: queueOfTasks) != nil
+      if tracked, reservation.isLast { return }
+      slot = withJobLock(groupState) { job, group in
+        if !tracked {
+          group.pullNotTracked()
+        }
+        return group.reservePull(job: job)
       }
     }
   }
@@ -212,39 +223,47 @@ open class GroupJob: JobController, @unchecked Sendable {
   /// The per-task completion of a task pulled from the source: its slot is free, so the next
   /// task is pulled (before the router can decide the job is done).
   private func sourceTaskFinished(_ task: Operation) {
-    if routeTask(task, fromSource: true) {
-      pullFromSource(reserved: true)
+    if let reserved = routeTask(task, fromSource: true) {
+      pullFromSource(reserved: reserved)
     }
   }
 
-  /// Carries out a routed task's transition. Returns `true` if a slot was reserved for the
-  /// next pull.
-  private func routeTask(_ task: Operation, fromSource: Bool) -> Bool {
-    // Only a sequential group stops on a failure; a concurrent one need not ask.
-    let error = isSequential ? (task as? ConcurrentOperation)?.error : nil
-    // Read here, outside every lock (`isCancelled` may be the user's override). The job delivers
-    // no per-task callback once it stopped, so the group did not cancel this task.
-    let cancelledItself = task.isCancelled && (isSequential ? error : (task as? ConcurrentOperation)?.error) == nil
+  /// Carries out a routed task's transition. Returns the slot reserved for the next pull, if
+  /// one was.
+  private func routeTask(_ task: Operation, fromSource: Bool) -> GroupState.ReservedPull? {
+    // Read here, outside every lock. The job delivers no per-task callback once it stopped, so
+    // the group did not cancel this task.
+    let (error, cancelledItself) = outcome(of: task)
     // A concurrent group's added task that did not cancel itself changes nothing.
-    guard isSequential || fromSource || cancelledItself else { return false }
+    guard isSequential || fromSource || cancelledItself else { return nil }
     let routing = withJobLock(groupState) { job, group in
       group.taskRouted(task, error: error, cancelledItself: cancelledItself, fromSource: fromSource, job: &job)
     }
-    switch routing {
-    case .proceed(let exit, let pulls):
+    switch consume routing {
+    case .proceed(let exit, let pull):
       if let exit {
         performAdmissionExit(exit)
       }
-      return pulls
+      return pull
     case .fail(let error):
       fail(error)  // which lets the waiting tasks go, cancelled
-      return false
+      return nil
     case .cancel:
       // With the task's reason, which the group's other tasks then see (a plain cancel's is
       // `CancellationError`). Read outside every lock: the task's own.
       cancel(reason: (task as? ConcurrentOperation)?.cancellationReason ?? CancellationError())
-      return false  // the cancel lets the waiting tasks go, cancelled
+      return nil  // the cancel lets the waiting tasks go, cancelled
     }
+  }
+
+  /// A finished task's error, and whether it cancelled itself (it finished cancelled, without
+  /// an error). A ``ConcurrentOperation`` tells both in one read of its state (a cancel counts if
+  /// it was recorded before the finish); for any other operation, Foundation's `isCancelled`
+  /// (which may be the user's override).
+  private func outcome(of task: Operation) -> (error: (any Error)?, cancelledItself: Bool) {
+    guard let operation = task as? ConcurrentOperation else { return (nil, task.isCancelled) }
+    let (error, cancelled) = operation.finishOutcome
+    return (error, cancelled && error == nil)
   }
 
   /// Pauses or resumes starting tasks (the job's admission, see `JobAdmission.setPaused`).

@@ -11,7 +11,7 @@ import Foundation
 /// admission, no stop), and a group's stop is its job's.
 ///
 /// A group with a task source pulls its tasks only inside `main()` and the job's per-task
-/// callbacks, one slot at a time (`reservePull`, then `pulled`), so the job cannot finish while
+/// callbacks, one slot at a time (`reservePull`, then a `track`), so the job cannot finish while
 /// a pulled task is on its way to being tracked; a sequential group's added tasks wait until
 /// the source is exhausted (its admission is blocked until then).
 struct GroupState {
@@ -63,9 +63,9 @@ struct GroupState {
   }
 
   enum Routing {
-    /// Carry out the exit (the next task of a sequential group), if any; then, if `pulls`, pull
-    /// from the source into the slot reserved for it.
-    case proceed(AdmissionExit?, pulls: Bool)
+    /// Carry out the exit (the next task of a sequential group), if any; then, if `pull` is
+    /// given, pull from the source into the slot it reserved.
+    case proceed(AdmissionExit?, pull: ReservedPull?)
     /// The task failed and the group stops on failure: fail the job with `error`.
     case fail(any Error)
     /// The task cancelled itself and the group propagates that: cancel the job. Its turn is not
@@ -76,8 +76,8 @@ struct GroupState {
   /// A started task was routed (in the job's per-task callback, so the job runs), with its
   /// error if it failed; `cancelledItself` if it finished cancelled without an error (the
   /// group's callbacks are not delivered once its job stops, so the group did not cancel it);
-  /// `fromSource` if it was pulled from the source (its slot is free again, and reserved for the
-  /// next pull if one may go).
+  /// `fromSource` if it was pulled from the source (its slot is free again, and reserved for
+  /// the next pull if one may go).
   mutating func taskRouted(
     _ task: Operation, error: (any Error)?, cancelledItself: Bool = false, fromSource: Bool = false,
     job: inout JobState
@@ -92,42 +92,42 @@ struct GroupState {
       return .fail(error)
     }
     if fromSource {
-      return .proceed(nil, pulls: reservePull(job: job))
+      return .proceed(nil, pull: reservePull(job: job))
     }
-    return .proceed(mode == .sequential ? job.admissionDone(task) : nil, pulls: false)
+    return .proceed(mode == .sequential ? job.admissionDone(task) : nil, pull: nil)
   }
 
   // MARK: Pulling from the source
 
+  /// A slot reserved for one pull from the source, with what the task pulled into it is handed
+  /// before it is tracked: the admission's shared object, read in the reserving critical
+  /// section, so a pulled task costs no lock of its own before its `track`.
+  struct ReservedPull {
+    let shared: AnyObject?
+    /// The reservation took the last free slot. Until a routed task frees one (and reserves it
+    /// for its own pull in the same transition), no other reservation can succeed, so the
+    /// puller need not ask again after tracking this slot's task.
+    let isLast: Bool
+  }
+
   /// In `main()` or a per-task callback: whether one more task may be pulled from the source
-  /// (the group runs, the source is not exhausted, a slot is free). `true` reserves the slot,
-  /// which `pulled` then fills or frees.
-  mutating func reservePull(job: JobState) -> Bool {
+  /// (the group runs, the source is not exhausted, a slot is free). A reservation takes the
+  /// slot, which a tracked task then fills or `pullNotTracked` or `sourceExhausted` frees.
+  mutating func reservePull(job: JobState) -> ReservedPull? {
     guard isStarted, !job.phase.isStopping, !job.phase.isFinished, var slots = source, !slots.isExhausted,
       slots.running < slots.maxRunning
-    else { return false }
+    else { return nil }
     slots.running += 1
     source = slots
-    return true
+    return ReservedPull(shared: job.admission.shared, isLast: slots.running == slots.maxRunning)
   }
 
-  enum Pull {
-    /// Hand the task the context (the admission's shared object), then track and queue it as a
-    /// source task (while the job stops, it is cancelled and waited for); then pull again.
-    case start(Operation, AnyObject?)
-    /// Pull no more: the source is exhausted; carry out the exits (a sequential group's added
-    /// tasks may go now).
-    case exhausted([AdmissionExit])
-  }
-
-  /// The task pulled into the slot `reservePull` reserved, or `nil` if the source is exhausted.
-  mutating func pulled(_ task: Operation?, job: inout JobState) -> Pull {
-    guard let task else {
-      source?.running -= 1
-      source?.isExhausted = true
-      return .exhausted(mode == .sequential ? job.setAdmissionBlocked(false) : [])
-    }
-    return .start(task, job.admission.shared)
+  /// The source returned `nil` for the reserved slot: the slot is free and nothing more is
+  /// pulled. Returns the exits to carry out (a sequential group's added tasks may go now).
+  mutating func sourceExhausted(job: inout JobState) -> [AdmissionExit] {
+    source?.running -= 1
+    source?.isExhausted = true
+    return mode == .sequential ? job.setAdmissionBlocked(false) : []
   }
 
   /// The pulled task was not tracked (the job tracks it already, or finished): its slot is free.

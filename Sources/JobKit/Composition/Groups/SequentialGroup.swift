@@ -95,7 +95,7 @@ open class SequentialGroup: GroupJob, @unchecked Sendable {
   @inlinable
   public init<Tasks: Sequence>(taking tasks: sending Tasks, taskQueue: OperationQueue? = nil)
   where Tasks.Element: Operation {
-    var iterator = tasks.makeIterator()
+    let iterator = TaskIterator(tasks.makeIterator())
     super.init(
       sequential: true, tasks: [], taskQueue: taskQueue, taking: { iterator.next() }, propagatesTaskCancellation: true)
   }

@@ -33,3 +33,23 @@ final class TaskSource: @unchecked Sendable {
     nextTask = nil
   }
 }
+
+/// A sequence's iterator for a ``TaskSource``, in a box whose `next()` skips the runtime's
+/// exclusivity check: a captured `var` would be checked on every pull. Called only by the
+/// group's job callbacks, serially (see ``TaskSource``). Usable from the inlinable
+/// `init(taking:)` initializers, so it is specialized for the caller's sequence.
+@usableFromInline
+final class TaskIterator<Iterator: IteratorProtocol>: @unchecked Sendable where Iterator.Element: Operation {
+  // @unchecked Sendable: used serially, as `TaskSource` is.
+  @usableFromInline @exclusivity(unchecked) var iterator: Iterator
+
+  @inlinable
+  init(_ iterator: Iterator) {
+    self.iterator = iterator
+  }
+
+  @inlinable
+  func next() -> Operation? {
+    iterator.next()
+  }
+}

@@ -21,11 +21,14 @@ extension JobController {
 
   /// What `track` tells a caller that asks: `mayQueue` is `false` if another job claimed the
   /// task's queueing (this one must never queue it); `jobFinished` if it was not tracked because
-  /// the job finished (reported only if `reportsJobFinished`).
+  /// the job finished (reported only if `reportsJobFinished`); for a task that waits for
+  /// admission, `jobSuspended` if the job's suspension concerned its new children when it was
+  /// tracked (see `JobSuspension.concernsNewChildren`).
   struct TrackingNotes {
     var reportsJobFinished = true
     var mayQueue = true
     var jobFinished = false
+    var jobSuspended = false
   }
 
   /// `track`, for a task that `waitsForDependencies` (it is not queued now) or
@@ -37,12 +40,16 @@ extension JobController {
     notes: inout TrackingNotes
   ) -> TaskNode? {
     let thread = currentThreadID()
-    let (outcome, role) = jobState.withLock { state in
+    let (outcome, role, suspended) = jobState.withLock { state in
       let outcome = state.track(
         task, node: node, queue: queue, replacing: previous, waitsForDependencies: waitsForDependencies,
         bounded: bounded, waitsForAdmission: waitsForAdmission)
-      return (outcome, state.claimDrain(on: thread, inTrack: true))
+      return (
+        outcome, state.claimDrain(on: thread, inTrack: true),
+        waitsForAdmission && state.suspension.concernsNewChildren
+      )
     }
+    notes.jobSuspended = suspended
     var tracked: TaskNode?
     var routesAgain = false
     switch outcome {

@@ -19,6 +19,11 @@ struct JobSuspension {
   fileprivate(set) var childrenSuspended = false
   /// A thread is telling the children (see `nextChildDelivery()`).
   fileprivate(set) var isDelivering = false
+
+  /// Whether a child tracked now may have to be suspended by its tracker: the job is
+  /// suspended, or its children are or are being told. Otherwise a suspension that comes later
+  /// tells it with the others (it is tracked by then).
+  var concernsNewChildren: Bool { isSuspended || childrenSuspended || isDelivering }
 }
 
 /// Suspension: the job-queued tasks tracked while suspended wait like tasks waiting for a group

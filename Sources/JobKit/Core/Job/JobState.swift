@@ -319,7 +319,7 @@ struct JobState {
 
   /// Only once `main()` returned: a deferred group callback, `allTasksFinished()`, or the finish.
   mutating func nextStep() -> Step {
-    if !phase.isStopping, let group = registry.nextDeferredGroup() {
+    if !phase.isStopping, registry.hasDeferredGroups, let group = registry.nextDeferredGroup() {
       return .group(groupCallback(for: group))
     }
     guard registry.isEmpty else { return stallIfNothingCanProgress() }

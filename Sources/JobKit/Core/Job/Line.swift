@@ -50,10 +50,13 @@ struct Line<Element> {
     compact()
   }
 
-  /// Drops the taken slots once the line is empty, or once they are more than half of a long
-  /// storage.
+  /// Drops the taken slots once the line is empty and has taken `emptyResetSlots` of them, or
+  /// once they are more than half of a long storage. (Not each time the line empties: a job's
+  /// finished tasks pass through a line one at a time, and clearing its storage costs more than
+  /// the few empty slots it frees.)
   private mutating func compact() {
     if head == storage.count {
+      guard head >= Self.emptyResetSlots else { return }
       storage.removeAll(keepingCapacity: true)
       head = 0
     } else if head > 1024, head * 2 > storage.count {
@@ -61,6 +64,9 @@ struct Line<Element> {
       head = 0
     }
   }
+
+  /// How many taken slots an empty line keeps before it starts over at the front of its storage.
+  static var emptyResetSlots: Int { 64 }
 }
 
 extension Line where Element: AnyObject {

@@ -192,7 +192,7 @@ extension JobState {
   private mutating func takeWork(into drain: inout Drain, on thread: UInt, inTrack: Bool) {
     // A group that reached zero while `main()` ran comes first (as it would have come then):
     // routing a later task of the group first would fire it, and the deferred one again.
-    if phase.runsSteps, !phase.isStopping, let group = registry.nextDeferredGroup() {
+    if phase.runsSteps, !phase.isStopping, registry.hasDeferredGroups, let group = registry.nextDeferredGroup() {
       drain.item = .step(.group(groupCallback(for: group)))
     } else if let node = outbox.takeRoute(if: phase.routes(for: thread, inTrack: inTrack)) {
       drain.item = .route(node, decideFromReport(node))
@@ -223,6 +223,11 @@ extension JobState {
   /// `releasingDependants`: also hand out the dependants routed tasks released (a drainer's own
   /// batch only: a nested drain runs inside a callback, and a finishing batch has none).
   private mutating func takeDeliveries(into drain: inout Drain, releasingDependants: Bool = false) {
+    // Usually nothing (every routed task asks): then nothing is built.
+    guard
+      outbox.hasEvents || outbox.progressChanged || !admissionEffects.isEmpty
+        || (releasingDependants && dependencies.hasReleased)
+    else { return }
     let taken = outbox.takeNested()
     let events = taken.events.isEmpty ? nil : listeners.delivery(of: taken.events)
     let publication = taken.publishProgress ? progress.publication() : nil

@@ -7,8 +7,8 @@ final class TaskGroupEntry: @unchecked Sendable {
   let type: Operation.Type
   /// The group's name for events and failures (the type's name), made once.
   private(set) lazy var name = String(describing: type)
-  /// Exclusivity unchecked (here and on `limit`, `running`): only touched under the job's lock,
-  /// and read or changed for every task.
+  /// Exclusivity unchecked (here and on `limit`, `running`, `rate`, `bound`): only touched under
+  /// the job's lock, and read or changed for every task.
   @exclusivity(unchecked) var unfinished = 0
   /// Whether the job ever tracked a task of this group (a limit on a group that never did is
   /// reported when the job finishes).
@@ -20,9 +20,9 @@ final class TaskGroupEntry: @unchecked Sendable {
   @exclusivity(unchecked) var running = 0
   /// Tasks per second, as a token bucket (`nil`: no rate limit). Combines with ``limit``: a
   /// task is admitted only with a slot and a token.
-  var rate: RateLimit?
+  @exclusivity(unchecked) var rate: RateLimit?
   /// How many tasks may wait behind the limits (`nil`: no bound), and who waits for room.
-  var bound: QueueBound?
+  @exclusivity(unchecked) var bound: QueueBound?
   /// Tasks waiting for a slot, in tracking order. The line never holds a node after its
   /// admission (see `Line`): a node routed since would otherwise be released when the line
   /// compacts, under the job's lock, with the user's completion closure.

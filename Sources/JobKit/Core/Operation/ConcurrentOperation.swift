@@ -125,7 +125,7 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
   /// Records `CancellationError` as ``cancellationReason`` unless a reason was recorded first
   /// (see ``cancel(reason:)``).
   public final override func cancel() {
-    let unused = state.withLock { $0.recordCancellationReason(CancellationError()) }
+    let unused = state.withLock { $0.recordCancel() }
     _ = unused  // released after the lock
     super.cancel()
     cancellationRequested()
@@ -160,6 +160,13 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
   /// ``FailurePolicy/failFast``; for a task or nested job a job stopped, the job's reason;
   /// `CancellationError` after a plain `cancel()`. The first reason recorded stays.
   public var cancellationReason: (any Error)? { state.withLock { $0.cancellationReason } }
+
+  /// How the operation ended, in one read of its state: its error, and whether `cancel()` was
+  /// called before it finished (a job's `fail(_:)` or time limit records a
+  /// ``cancellationReason`` without a cancel). For a job routing it as a task.
+  var finishOutcome: (error: (any Error)?, cancelled: Bool) {
+    state.withLock { ($0.error, $0.isCancelRequested) }
+  }
 
   /// Records `reason` (if there is none yet) and returns the reason the operation stops with:
   /// what a job hands down to the tasks it cancels.

@@ -157,6 +157,20 @@ struct OperationState {
     return cancelPending
   }
 
+  /// `cancel()` was called before the operation finished. A stop that is not a cancel (a job's
+  /// `fail(_:)` or time limit) records a `cancellationReason` but not this.
+  private(set) var isCancelRequested = false
+
+  /// `cancel()` was called: records that it was (unless the operation finished) and
+  /// `CancellationError` as the reason if there is none. Returns the reason not kept, for the
+  /// caller to release after the lock.
+  mutating func recordCancel() -> (any Error)? {
+    if phase != .finished {
+      isCancelRequested = true
+    }
+    return recordCancellationReason(CancellationError())
+  }
+
   /// Records `reason` as why the operation stops, unless it finished or already has a reason
   /// (the first wins). Returns the reason not kept, for the caller to release after the lock
   /// (an error is a user's value: its `deinit` may be user code).

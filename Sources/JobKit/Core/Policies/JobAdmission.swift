@@ -102,6 +102,17 @@ struct JobAdmission {
   /// How many tasks wait in line.
   var waitingCount: Int { line.count }
 
+  /// How many tasks can leave the line in the next batch (all of a batch, one at a time, or
+  /// none while the admission admits nothing): the capacity to reserve for their exits.
+  var exitCapacityHint: Int {
+    guard admitsNext else { return 0 }
+    return min(line.count, order == .all ? Self.exitBatch : 1)
+  }
+
+  /// At most how many tasks leave the line in one critical section when many may go at once
+  /// (a concurrent group starting, a resume): their exits are carried out batch by batch.
+  static let exitBatch = 256
+
   mutating func setBlocked(_ blocked: Bool) {
     isBlocked = blocked
   }
@@ -163,10 +174,11 @@ extension JobState {
     return exit(node, queue, cancelsFirst: stopping)
   }
 
-  /// The job's `main()` begins: the tasks that may go now leave the line.
+  /// The job's `main()` begins: the tasks that may go now leave the line (a first batch, see
+  /// `admissionExitsFromLine`).
   mutating func openAdmission() -> [AdmissionExit] {
     admission.open()
-    return exitsFromLine()
+    return admissionExitsFromLine()
   }
 
   /// `task`'s turn is over (see `JobAdmission.done`, one at a time): the next task, if any,
@@ -176,16 +188,18 @@ extension JobState {
     return exit(node, queue)
   }
 
-  /// Pauses or resumes the admission (see `JobAdmission.setPaused`).
+  /// Pauses or resumes the admission (see `JobAdmission.setPaused`); a first batch of the tasks
+  /// that may go now.
   mutating func setAdmissionPaused(_ paused: Bool, generation: UInt64) -> [AdmissionExit] {
     admission.setPaused(paused, generation: generation)
-    return exitsFromLine()
+    return admissionExitsFromLine()
   }
 
-  /// Blocks or unblocks the admission (a source that comes first).
+  /// Blocks or unblocks the admission (a source that comes first); a first batch of the tasks
+  /// that may go now.
   mutating func setAdmissionBlocked(_ blocked: Bool) -> [AdmissionExit] {
     admission.setBlocked(blocked)
-    return exitsFromLine()
+    return admissionExitsFromLine()
   }
 
   /// The tasks waiting in the admission line now, oldest first (for inspection).
@@ -219,9 +233,14 @@ extension JobState {
     return admitted
   }
 
-  private mutating func exitsFromLine() -> [AdmissionExit] {
+  /// The tasks that may leave the line now, oldest first, at most `JobAdmission.exitBatch` of
+  /// them: a caller that got a full batch asks for the next one (`admissionExitsFromLine`) once
+  /// it carried this one out, so a group of 100,000 waiting tasks never holds all their exits at
+  /// once.
+  mutating func admissionExitsFromLine() -> [AdmissionExit] {
     var exits: [AdmissionExit] = []
-    while let (node, queue) = admission.next() {
+    exits.reserveCapacity(admission.exitCapacityHint)
+    while exits.count < JobAdmission.exitBatch, let (node, queue) = admission.next() {
       if let exit = exit(node, queue) { exits.append(exit) }
     }
     return exits

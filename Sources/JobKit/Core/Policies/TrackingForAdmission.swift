@@ -4,8 +4,9 @@ import Foundation
 extension JobController {
   enum AdmissionTracking {
     /// Tracked: it waits in the admission line, or went on (queued, or held by a limit or a
-    /// suspension).
-    case tracked
+    /// suspension). `jobSuspended`: the job's suspension concerned its new children then, so the
+    /// caller suspends the task if the job still is (a suspension that comes later tells it).
+    case tracked(jobSuspended: Bool)
     /// The job tracks it already (reported).
     case duplicate
     /// The job finished: not tracked (reported only if asked to).
@@ -21,7 +22,7 @@ extension JobController {
     let tracked = track(
       task, node: node, queue: queueOfTasks, replacing: nil, waitsForDependencies: false, waitsForAdmission: true,
       notes: &notes)
-    if tracked != nil { return .tracked }
+    if tracked != nil { return .tracked(jobSuspended: notes.jobSuspended) }
     return notes.jobFinished ? .jobFinished : .duplicate
   }
 
@@ -34,14 +35,20 @@ extension JobController {
 
   /// Carries out what an admission transition let go, with no lock held: each task is
   /// prepared (``prepareForAdmission(_:shared:)``), then queued if `ready`; the others ask their
-  /// group for a slot (limits, a suspension) in one more lock.
+  /// group for a slot (limits, a suspension) in one more lock. A full batch
+  /// (`JobAdmission.exitBatch`) is followed by the next one, until the line lets none go.
   func performAdmissionExits(_ exits: [AdmissionExit]) {
-    var asksForSlots = false
-    for exit in exits where !prepareAndQueue(exit) {
-      asksForSlots = true
-    }
-    if asksForSlots {
-      admitAfterAdmission(exits)
+    var batch = exits
+    while !batch.isEmpty {
+      var asksForSlots = false
+      for exit in batch where !prepareAndQueue(exit) {
+        asksForSlots = true
+      }
+      if asksForSlots {
+        admitAfterAdmission(batch)
+      }
+      guard batch.count >= JobAdmission.exitBatch else { return }
+      batch = jobState.withLock { $0.admissionExitsFromLine() }
     }
   }
 

@@ -30,18 +30,13 @@ struct GroupStateTests {
   }
 
   private func proceeded(_ routing: GroupState.Routing) -> (tasks: [Operation], pulls: Bool)? {
-    guard case .proceed(let exit, let pulls) = routing else { return nil }
-    return (exit.map { [$0.task] } ?? [], pulls)
+    guard case .proceed(let exit, let pull) = routing else { return nil }
+    return (exit.map { [$0.task] } ?? [], pull != nil)
   }
 
   private func isCancel(_ routing: GroupState.Routing) -> Bool {
     if case .cancel = routing { return true }
     return false
-  }
-
-  private func pulledTask(_ pull: GroupState.Pull) -> Operation? {
-    guard case .start(let task, _) = pull else { return nil }
-    return task
   }
 
   // MARK: Routing
@@ -119,19 +114,24 @@ struct GroupStateTests {
   @Test func slotsAreReservedUpToMaxRunningOnlyWhileRunning() {
     var state = GroupState(mode: .concurrent, sourceMaxRunning: 2)
     var job = jobState(for: state)
+    let context = JobContext()
+    _ = job.admission.replaceShared(with: context)
     let beforeStart = state.reservePull(job: job)
-    #expect(!beforeStart)
+    #expect(beforeStart == nil)
     _ = state.start(job: &job)
     let reserved = [state.reservePull(job: job), state.reservePull(job: job), state.reservePull(job: job)]
-    #expect(reserved == [true, true, false])
+    // Only the second took the last free slot; each hands on the group's context.
+    #expect(reserved.map { $0?.isLast } == [false, true, nil])
+    #expect(reserved[0]?.shared === context && reserved[1]?.shared === context)
     let first = BlockOperation {}
-    let pulled = [pulledTask(state.pulled(first, job: &job)), pulledTask(state.pulled(BlockOperation {}, job: &job))]
-    #expect(pulled[0] === first && pulled[1] != nil)
-    // The finished task's slot is reserved for the next pull at once.
-    let routed = proceeded(state.taskRouted(first, error: nil, fromSource: true, job: &job))
-    #expect(routed?.pulls == true && routed?.tasks.isEmpty == true && state.source?.running == 2)
+    // The finished task's slot is reserved for the next pull at once, as the last free one.
+    guard case .proceed(let exit, let pull) = state.taskRouted(first, error: nil, fromSource: true, job: &job) else {
+      Issue.record("expected proceed")
+      return
+    }
+    #expect(exit == nil && pull?.isLast == true && state.source?.running == 2)
     let full = state.reservePull(job: job)
-    #expect(!full)
+    #expect(full == nil)
   }
 
   @Test func anExhaustedSourceIsNotAskedAgain() {
@@ -139,13 +139,10 @@ struct GroupStateTests {
     var job = jobState(for: state)
     _ = state.start(job: &job)
     _ = state.reservePull(job: job)
-    guard case .exhausted(let exits) = state.pulled(nil, job: &job) else {
-      Issue.record("expected exhausted")
-      return
-    }
+    let exits = state.sourceExhausted(job: &job)
     #expect(exits.isEmpty)
     let again = state.reservePull(job: job)
-    #expect(!again && state.source?.running == 0 && state.source?.isExhausted == true)
+    #expect(again == nil && state.source?.running == 0 && state.source?.isExhausted == true)
   }
 
   /// A stop: no more slots are reserved; a task not tracked frees its slot.
@@ -153,13 +150,14 @@ struct GroupStateTests {
     var state = GroupState(mode: .concurrent, sourceMaxRunning: 2)
     var job = jobState(for: state)
     _ = state.start(job: &job)
-    _ = state.reservePull(job: job)
+    let reserved = state.reservePull(job: job)
     _ = job.stop(.cancelled(reason: nil))
-    let task = BlockOperation {}
-    #expect(pulledTask(state.pulled(task, job: &job)) === task)  // tracked, cancelled, waited for
+    // The reserved slot's task is still pulled and tracked (cancelled, waited for); one that is
+    // not tracked frees its slot.
+    #expect(reserved != nil)
     state.pullNotTracked()
     let again = state.reservePull(job: job)
-    #expect(state.source?.running == 0 && !again)
+    #expect(state.source?.running == 0 && again == nil)
   }
 
   /// A source task that cancelled itself frees its slot and reserves none.
@@ -169,7 +167,6 @@ struct GroupStateTests {
     _ = state.start(job: &job)
     _ = state.reservePull(job: job)
     let task = BlockOperation {}
-    _ = state.pulled(task, job: &job)
     let routing = state.taskRouted(task, error: nil, cancelledItself: true, fromSource: true, job: &job)
     #expect(isCancel(routing) && state.source?.running == 0)
   }
@@ -183,15 +180,11 @@ struct GroupStateTests {
     #expect(started.isEmpty)  // the source goes first
     _ = state.reservePull(job: job)
     let pulled = BlockOperation {}
-    _ = state.pulled(pulled, job: &job)
     let whileRunning = state.reservePull(job: job)
-    #expect(!whileRunning)
+    #expect(whileRunning == nil)
     let afterFirst = proceeded(state.taskRouted(pulled, error: nil, fromSource: true, job: &job))
     #expect(afterFirst?.tasks.isEmpty == true && afterFirst?.pulls == true)  // the source may still yield
-    guard case .exhausted(let exits) = state.pulled(nil, job: &job) else {
-      Issue.record("expected exhausted")
-      return
-    }
+    let exits = state.sourceExhausted(job: &job)
     #expect(exits.count == 1 && exits.first?.task === added)
   }
 

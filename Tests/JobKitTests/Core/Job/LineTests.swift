@@ -25,6 +25,24 @@ struct LineTests {
     #expect(zip(taken, tasks).allSatisfy { $0 === $1 })
   }
 
+  /// One in, one out (a job's finished tasks): the line empties each time and starts over at the
+  /// front of its storage only every `emptyResetSlots` taken slots, in order throughout.
+  @Test func aLineEmptiedOneAtATimeKeepsItsOrder() {
+    var line = Line<Operation>()
+    let tasks = (0..<(3 * Line<Operation>.emptyResetSlots + 5)).map { _ in BlockOperation() }
+    for (index, task) in tasks.enumerated() {
+      line.append(task)
+      if index % 2 == 1 {
+        line.append(tasks[index - 1])
+        let first = line.popFirst()
+        #expect(first === task)
+      }
+      let next = line.popFirst()
+      #expect(next === (index % 2 == 1 ? tasks[index - 1] : task) && line.isEmpty && line.count == 0)
+    }
+    #expect(line.popFirst() == nil && line.all.isEmpty)
+  }
+
   @Test func removeAllReturnsWhatIsLeftInOrder() {
     var pending = Line<Operation>()
     let tasks = (0..<100).map { _ in BlockOperation() }

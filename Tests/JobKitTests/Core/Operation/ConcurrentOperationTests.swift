@@ -5,6 +5,36 @@ import Testing
 
 @Suite("ConcurrentOperation")
 struct ConcurrentOperationTests {
+  /// What a group routing a finished task reads in one lock: the error, and whether `cancel()`
+  /// was called before the finish (not after it, and not a stop that only records a reason).
+  @Test func theFinishOutcomeTellsTheErrorAndACancelBeforeTheFinish() {
+    let failed = ManualTask()
+    failed.start()
+    failed.finish(error: TestError(1))
+    #expect(failed.finishOutcome.error as? TestError == TestError(1) && !failed.finishOutcome.cancelled)
+
+    let cancelledWhileRunning = ManualTask()
+    cancelledWhileRunning.start()
+    cancelledWhileRunning.cancel()  // which finishes it
+    #expect(cancelledWhileRunning.isFinished)
+    #expect(cancelledWhileRunning.finishOutcome.error == nil && cancelledWhileRunning.finishOutcome.cancelled)
+
+    // A reason recorded without a cancel (a job's `fail(_:)` or time limit records one), and
+    // no error: not cancelled.
+    let stoppedWithoutACancel = ManualTask()
+    stoppedWithoutACancel.start()
+    _ = stoppedWithoutACancel.adoptCancellationReason(TestError(2))
+    stoppedWithoutACancel.finish()
+    #expect(stoppedWithoutACancel.cancellationReason as? TestError == TestError(2))
+    #expect(stoppedWithoutACancel.finishOutcome.error == nil && !stoppedWithoutACancel.finishOutcome.cancelled)
+
+    let cancelledAfterItFinished = ManualTask()
+    cancelledAfterItFinished.start()
+    cancelledAfterItFinished.finish()
+    cancelledAfterItFinished.cancel()
+    #expect(!cancelledAfterItFinished.finishOutcome.cancelled)
+  }
+
   @Test func startRunsOperationStartAndDoneFinishes() {
     let task = ManualTask()
     #expect(!task.isExecuting && !task.isFinished && task.isAsynchronous)

@@ -54,6 +54,22 @@ struct JobAdmissionStateTests {
     #expect(opened.allSatisfy { $0.ready })
   }
 
+  /// Many tasks that may go at once leave in batches of `exitBatch`, in order, each batch asked
+  /// for once the one before it was carried out.
+  @Test func manyTasksLeaveInBatches() {
+    var state = state(.all)
+    let added = (0..<(JobAdmission.exitBatch + 44)).map { _ in BlockOperation {} }
+    for task in added {
+      _ = add(task, to: &state)
+    }
+    let first = state.openAdmission()
+    let second = state.admissionExitsFromLine()
+    let third = state.admissionExitsFromLine()
+    #expect(first.count == JobAdmission.exitBatch && second.count == 44 && third.isEmpty)
+    #expect(zip(tasks(first + second), added).allSatisfy { $0 === $1 })
+    #expect(state.tasksWaitingForAdmission.isEmpty)
+  }
+
   /// One at a time: the next leaves only once the one before it is done, in the order added;
   /// a task that is not the current one being done changes nothing.
   @Test func oneAtATimeGoesInOrder() {
