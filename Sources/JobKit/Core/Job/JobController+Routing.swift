@@ -185,9 +185,9 @@ extension JobController {
 
   /// Carries out a stop that was recorded: now, or, when this thread is carrying out another
   /// stop (a parent job cancelling this one), right after it, so stops of nested jobs never pile
-  /// up on the stack (see `ThreadDrain`).
+  /// up on the stack (see `Trampoline`).
   func perform(_ actions: JobState.StopActions) {
-    ThreadDrain.perform(actions, of: self)
+    Trampoline.perform(actions, of: self)
   }
 
   /// Carries out a stop: cancels timers, arms the grace period, cancels tasks, queues the tasks
@@ -218,7 +218,7 @@ extension JobController {
 
   /// Starts `task`, cancelled before it was ever queued, on this thread, so it finishes at once
   /// without running its work (a nested job's own stop then runs as a later step of this
-  /// thread's drain, see `ThreadDrain`). One that is not ready yet goes to `queue`, which starts
+  /// thread's drain, see `Trampoline`). One that is not ready yet goes to `queue`, which starts
   /// it once ready; one that runs or finished elsewhere is left alone.
   private func startWithoutRunning(_ task: Operation, orQueueOn queue: OperationQueue) {
     guard !task.isExecuting && !task.isFinished else { return }

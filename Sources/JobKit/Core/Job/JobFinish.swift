@@ -11,14 +11,14 @@ final class JobFinish {
   let graceTimer: (any JobTimer)?
   /// The armed timer of the job's time limit, to cancel.
   let timeLimitTimer: (any JobTimer)?
-  let droppedGroups: [TaskGroupEntry]
+  let droppedGroups: [TaskTypeEntry]
   /// Producers waiting for room, told that the job finished.
   let effects: AdmissionEffects?
 
   init(
     error: (any Error)?, stop: JobStop? = nil, graceTimer: (any JobTimer)? = nil,
     timeLimitTimer: (any JobTimer)? = nil,
-    droppedGroups: [TaskGroupEntry] = [], effects: AdmissionEffects? = nil
+    droppedGroups: [TaskTypeEntry] = [], effects: AdmissionEffects? = nil
   ) {
     self.effects = effects
     self.error = error

@@ -291,7 +291,7 @@ struct JobState {
       wakeIfRoom(in: node.group)
     }
     guard last else { return .none }
-    let group: TaskGroupEntry = node.group
+    let group: TaskTypeEntry = node.group
     emit(.groupFinished(group: group.name))
     guard !phase.isStopping else { return .none }
     if phase.isRunningMain {
@@ -301,7 +301,7 @@ struct JobState {
     return groupCallback(for: group)
   }
 
-  func groupCallback(for group: TaskGroupEntry) -> GroupOutcome {
+  func groupCallback(for group: TaskTypeEntry) -> GroupOutcome {
     if let handler = group.handler { return .handler(handler) }
     return .taskGroupFinished(group.type)
   }

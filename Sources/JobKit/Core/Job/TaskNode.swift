@@ -22,7 +22,7 @@ class TaskNode: OperationFinishObserver, OperationStartObserver, @unchecked Send
   /// looks it up under the job's lock (the node is made before that lock is taken, so
   /// allocating it adds nothing to the job's critical section). Exclusivity unchecked: never
   /// written after publication.
-  @exclusivity(unchecked) var group: TaskGroupEntry!
+  @exclusivity(unchecked) var group: TaskTypeEntry!
   /// The tracked task until it has been routed; then `nil`, so the job no longer holds it.
   /// Exclusivity unchecked: only touched under the job's lock or by its single router.
   @exclusivity(unchecked) var task: Operation?
@@ -49,7 +49,7 @@ class TaskNode: OperationFinishObserver, OperationStartObserver, @unchecked Send
 
   /// A node for `task`, made with no lock held; the job's `track` transition gives it its
   /// group (`group` is for nodes that never go through it: the state machines' tests).
-  init(job: JobController, task: Operation, group: TaskGroupEntry? = nil) {
+  init(job: JobController, task: Operation, group: TaskTypeEntry? = nil) {
     self.job = job
     self.task = task
     self.operation = task

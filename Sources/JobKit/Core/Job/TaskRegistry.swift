@@ -12,23 +12,23 @@ struct TaskRegistry {
   private(set) var count = 0
   private var head: TaskNode?
   /// Per dynamic task type: unfinished count, handler and limit.
-  private(set) var groups: [ObjectIdentifier: TaskGroupEntry] = [:]
+  private(set) var groups: [ObjectIdentifier: TaskTypeEntry] = [:]
   /// The group of the most recently tracked task: most jobs track runs of one type.
-  private var lastGroup: TaskGroupEntry?
+  private var lastGroup: TaskTypeEntry?
   /// Groups that reached zero while `main()` ran; their callbacks are due once it returned.
-  private var groupsDueAfterMain: [TaskGroupEntry] = []
+  private var groupsDueAfterMain: [TaskTypeEntry] = []
 
   var isEmpty: Bool { count == 0 }
 
   /// The group of tasks of dynamic type `type`, made on first use.
-  mutating func group(for type: Operation.Type) -> TaskGroupEntry {
+  mutating func group(for type: Operation.Type) -> TaskTypeEntry {
     if let lastGroup, lastGroup.type == type { return lastGroup }
     let key = ObjectIdentifier(type)
-    let entry: TaskGroupEntry
+    let entry: TaskTypeEntry
     if let existing = groups[key] {
       entry = existing
     } else {
-      entry = TaskGroupEntry(type: type)
+      entry = TaskTypeEntry(type: type)
       groups[key] = entry
     }
     lastGroup = entry
@@ -77,7 +77,7 @@ struct TaskRegistry {
   }
 
   /// `group` reached zero while `main()` ran: its callback is due once `main()` returned.
-  mutating func deferGroupCallback(_ group: TaskGroupEntry) {
+  mutating func deferGroupCallback(_ group: TaskTypeEntry) {
     if !groupsDueAfterMain.contains(where: { $0 === group }) {
       groupsDueAfterMain.append(group)
     }
@@ -87,7 +87,7 @@ struct TaskRegistry {
   var hasDeferredGroups: Bool { !groupsDueAfterMain.isEmpty }
 
   /// The next deferred group that is still at zero, if any.
-  mutating func nextDeferredGroup() -> TaskGroupEntry? {
+  mutating func nextDeferredGroup() -> TaskTypeEntry? {
     while !groupsDueAfterMain.isEmpty {
       let group = groupsDueAfterMain.removeFirst()
       if group.unfinished == 0 { return group }
@@ -97,7 +97,7 @@ struct TaskRegistry {
 
   /// The job finished: drop the groups (and their handlers, which may capture the job). Returns
   /// them, for the caller to release after the lock.
-  mutating func dropGroups() -> [TaskGroupEntry] {
+  mutating func dropGroups() -> [TaskTypeEntry] {
     let dropped = Array(groups.values)
     groups = [:]
     lastGroup = nil

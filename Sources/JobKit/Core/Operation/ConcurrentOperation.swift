@@ -247,7 +247,7 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
       reportMisuse(code, what)
     case .notify(let observers):
       postFinishChange()
-      ThreadDrain.notify(observers, of: self, error: error)
+      Trampoline.notify(observers, of: self, error: error)
     }
   }
 

@@ -248,7 +248,7 @@ extension JobState {
 
   private func exit(_ node: TaskNode, _ queue: OperationQueue, cancelsFirst: Bool = false) -> AdmissionExit? {
     guard let task = node.task else { return nil }
-    let group: TaskGroupEntry = node.group
+    let group: TaskTypeEntry = node.group
     let ready = !suspension.isSuspended && group.limit == nil && group.rate == nil
     let observesEvents = !listeners.isEmpty && node.timing == nil
     if observesEvents {

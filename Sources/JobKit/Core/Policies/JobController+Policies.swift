@@ -220,7 +220,7 @@ extension JobController {
   }
 
   /// Tells the children the job's latest state, as steps of this thread's step drain
-  /// (`ThreadDrain.carryOut(_:)`), so a tree of nested jobs is suspended in constant stack; the
+  /// (`Trampoline.carryOut(_:)`), so a tree of nested jobs is suspended in constant stack; the
   /// last step looks again, until the children were told the latest state.
   private func deliverSuspensionToChildren() {
     guard let (suspend, children) = jobState.withLock({ $0.nextChildDelivery() }) else { return }
@@ -228,6 +228,6 @@ extension JobController {
       suspend ? { child.suspend() } : { child.resume() }
     }
     steps.append { self.deliverSuspensionToChildren() }
-    ThreadDrain.carryOut(steps)
+    Trampoline.carryOut(steps)
   }
 }

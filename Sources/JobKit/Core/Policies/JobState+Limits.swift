@@ -18,7 +18,7 @@ extension JobState {
       hold(node, for: queue)
       return false
     }
-    let group: TaskGroupEntry = node.group
+    let group: TaskTypeEntry = node.group
     guard group.limit != nil || group.rate != nil else { return true }
     var admitted = false
     if group.hasRoom, group.waitingCount == 0 {
@@ -37,7 +37,7 @@ extension JobState {
   /// `tryTrackAndQueue` asks whether a task of `group` may be tracked: `false` when its bound
   /// is reached (nothing changes).
   @inline(never)
-  func acceptUnderBound(_ group: TaskGroupEntry) -> Bool {
+  func acceptUnderBound(_ group: TaskTypeEntry) -> Bool {
     guard let bound = group.bound, group.limit != nil || group.rate != nil else { return true }
     return bound.hasRoom(queued: queued(in: group)) || startsAtOnce(group)
   }
@@ -45,18 +45,18 @@ extension JobState {
   /// `group`'s tracked tasks that hold no slot and were not routed: waiting behind its limits,
   /// being tracked, or finished and waiting for their callbacks (a task's memory is held until
   /// it is routed, so this is what the bound counts).
-  private func queued(in group: TaskGroupEntry) -> Int {
+  private func queued(in group: TaskTypeEntry) -> Int {
     group.unfinished - group.running
   }
 
   /// Whether a task of `group` tracked now would start at once: a slot and a token are free and
   /// no other task is queued (a bound of 0 accepts only such a task).
-  private func startsAtOnce(_ group: TaskGroupEntry) -> Bool {
+  private func startsAtOnce(_ group: TaskTypeEntry) -> Bool {
     group.hasRoom && queued(in: group) == 0
   }
 
   /// Whether `group` has room under its bound now.
-  private func hasRoomUnderBound(_ group: TaskGroupEntry) -> Bool {
+  private func hasRoomUnderBound(_ group: TaskTypeEntry) -> Bool {
     group.bound?.hasRoom(queued: queued(in: group)) == true || startsAtOnce(group)
   }
 
@@ -92,7 +92,7 @@ extension JobState {
   /// Room may have appeared in `group` (a task was admitted or routed, a slot freed): its
   /// waiting producers look again.
   @inline(never)
-  mutating func wakeIfRoom(in group: TaskGroupEntry) {
+  mutating func wakeIfRoom(in group: TaskTypeEntry) {
     guard group.bound?.hasWaiters == true, hasRoomUnderBound(group) else { return }
     for waiter in group.bound?.takeWaiters() ?? [] {
       admissionEffects.wakes.append((waiter, true))
@@ -100,7 +100,7 @@ extension JobState {
   }
 
   /// The job finishes: every waiting producer is told there will be no room.
-  mutating func wakeProducersForFinish(_ groups: [TaskGroupEntry]) {
+  mutating func wakeProducersForFinish(_ groups: [TaskTypeEntry]) {
     for group in groups where group.bound?.hasWaiters == true {
       for waiter in group.bound?.takeWaiters() ?? [] {
         admissionEffects.wakes.append((waiter, false))
@@ -120,7 +120,7 @@ extension JobState {
 
   /// `group`'s refill timer fired: a token back, the waiting tasks it admits (to be queued by
   /// the caller), and whether the caller schedules the next refill.
-  mutating func refill(_ group: TaskGroupEntry) -> (admitted: [Admission], again: Bool) {
+  mutating func refill(_ group: TaskTypeEntry) -> (admitted: [Admission], again: Bool) {
     guard group.rate != nil else { return ([], false) }  // dropped by a stop
     group.rate?.refill()
     let admitted = suspension.isSuspended ? [] : admissions(group.admitWaiting())
@@ -141,7 +141,7 @@ extension JobState {
   }
 
   /// A token was taken or a task lines up: `group`'s bucket needs its refill timer if none runs.
-  private mutating func startRefillIfNeeded(of group: TaskGroupEntry) {
+  private mutating func startRefillIfNeeded(of group: TaskTypeEntry) {
     if group.rate?.startRefill(waiting: group.waitingCount > 0) == true {
       admissionEffects.refills.append(group)
     }
@@ -193,7 +193,7 @@ extension JobState {
   /// A task of `group` that held a slot no longer runs (it finished, or a failed attempt waits
   /// for its retry): its slot goes back. Returns the waiting tasks admitted to it, to be queued
   /// by the caller (none while the job is suspended: the resume admits them).
-  mutating func releaseSlot(in group: TaskGroupEntry) -> [Admission] {
+  mutating func releaseSlot(in group: TaskTypeEntry) -> [Admission] {
     group.running -= 1
     wakeIfRoom(in: group)
     guard !suspension.isSuspended else { return [] }

@@ -55,7 +55,7 @@ struct QueueBound {
 /// refill timers of rate-limited groups to schedule, producers waiting for room to resume
 /// (`true`: look again; `false`: the job finished). Empty, and free, unless those are used.
 struct AdmissionEffects {
-  var refills: [TaskGroupEntry] = []
+  var refills: [TaskTypeEntry] = []
   var wakes: [(CheckedContinuation<Bool, Never>, Bool)] = []
 
   var isEmpty: Bool { refills.isEmpty && wakes.isEmpty }

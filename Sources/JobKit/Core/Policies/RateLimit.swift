@@ -102,7 +102,7 @@ extension JobController {
     }
   }
 
-  private func scheduleRefill(of group: TaskGroupEntry) {
+  private func scheduleRefill(of group: TaskTypeEntry) {
     let (clock, interval) = jobState.withLock { ($0.clock, group.rate?.interval) }
     guard let interval else { return }
     // Weak: a clock may hold the timer after the job finished; it must not keep the job. The

@@ -17,7 +17,7 @@ struct JobStateTests {
     let outcome = state.track(task, node: TaskNode(job: job, task: task), queue: queue)
     guard case .tracked(let node, _, _, _, _, _) = outcome else {
       Issue.record("not tracked: \(outcome)")
-      return TaskNode(job: job, task: task, group: TaskGroupEntry(type: type(of: task)))
+      return TaskNode(job: job, task: task, group: TaskTypeEntry(type: type(of: task)))
     }
     return node
   }
@@ -270,7 +270,7 @@ struct JobStateTests {
 
   @Test func theRegistryListsUnfinishedNodesAndUnlinksThemInAnyOrder() {
     var registry = TaskRegistry()
-    let group = TaskGroupEntry(type: Alpha.self)
+    let group = TaskTypeEntry(type: Alpha.self)
     let nodes = (0..<4).map { _ in TaskNode(job: job, task: Alpha(), group: group) }
     for node in nodes { registry.insert(node) }
     let check25 = registry.nodes.map(ObjectIdentifier.init) == nodes.reversed().map(ObjectIdentifier.init)

@@ -133,7 +133,7 @@ struct SuspensionStateTests {
     let outcome = state.track(task, node: TaskNode(job: job, task: task), queue: queue)
     guard case .tracked(let node, _, let queueNow, let waits, _, _) = outcome else {
       Issue.record("not tracked")
-      return (TaskNode(job: job, task: task, group: TaskGroupEntry(type: type(of: task))), false)
+      return (TaskNode(job: job, task: task, group: TaskTypeEntry(type: type(of: task))), false)
     }
     return (node, queueNow || (waits && state.admitOrWait(node, queue: queue)))
   }

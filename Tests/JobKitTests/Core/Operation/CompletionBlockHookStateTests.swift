@@ -13,7 +13,7 @@ struct CompletionBlockHookStateTests {
 
   private func makeHook(job: JobController = JobController(), ownBlock: (@Sendable () -> Void)? = nil) -> Hook {
     let task = BlockOperation {}
-    let node = TaskNode(job: job, task: task, group: TaskGroupEntry(type: type(of: task)))
+    let node = TaskNode(job: job, task: task, group: TaskTypeEntry(type: type(of: task)))
     // The node holds the task, which the hook holds unowned.
     return Hook.make(node, of: task, ownBlock: ownBlock, queueClaimed: false)
   }

@@ -23,7 +23,7 @@ struct JobStateLimitsAndEventsTests {
     let outcome = state.track(task, node: TaskNode(job: job, task: task), queue: queue)
     guard case .tracked(let node, let cancel, let queueNow, let waitsForSlot, _, _) = outcome else {
       Issue.record("not tracked: \(outcome)")
-      let node = TaskNode(job: job, task: task, group: TaskGroupEntry(type: type(of: task)))
+      let node = TaskNode(job: job, task: task, group: TaskTypeEntry(type: type(of: task)))
       return Tracked(node: node, cancel: false, queueNow: false, waitsForSlot: false)
     }
     return Tracked(node: node, cancel: cancel, queueNow: queueNow, waitsForSlot: waitsForSlot)

@@ -2,7 +2,7 @@ import Foundation
 
 /// The tasks of one dynamic type ("group") in a job: how many are unfinished and the group's own
 /// completion handler. Only touched under the job's lock.
-final class TaskGroupEntry: @unchecked Sendable {
+final class TaskTypeEntry: @unchecked Sendable {
   // @unchecked Sendable: every mutable field is guarded by the owning job's lock.
   let type: Operation.Type
   /// The group's name for events and failures (the type's name), made once.
