@@ -177,10 +177,12 @@ extension JobController {
     perform(jobState.withLock { $0.stop(reason) })
   }
 
-  /// Why the job stops, to hand down to a task tracked while it stops.
+  /// Why the job stops, to hand down to a task tracked while it stops: the job's own
+  /// `cancellationReason`, as `performNow` hands down to what it cancels (first reason wins: a
+  /// parent's cancel may have recorded one before the stop this job's state recorded), or, if
+  /// `performNow` has not recorded one yet, the stop's error.
   func stopReason() -> any Error {
-    if let error = jobState.withLock({ $0.phase.stopError }) { return error }
-    return cancellationReason ?? CancellationError()
+    adoptCancellationReason(jobState.withLock { $0.phase.stopError })
   }
 
   /// Carries out a stop that was recorded: now, or, when this thread is carrying out another

@@ -65,6 +65,25 @@ struct CancellationReasonTests {
     #expect(task.cancellationReason is CancellationError)
   }
 
+  /// A parent's cancel records its reason on the job before the job's state records the stop;
+  /// a `fail(_:)` of the job's own can record its stop in between. What the job hands down, to
+  /// the tasks it cancels and to one tracked later, is then the reason it reports.
+  @Test func aTaskTrackedWhileTheJobStopsGetsTheReasonTheJobReports() async {
+    let task = ManualTask("t", finishesOnCancel: false)
+    let job = TreeJob([task])
+    job.startJob()
+    #expect(await task.startedLatch.waitOpen())
+    _ = job.adoptCancellationReason(TestError(1))  // as a parent's cancel(handingDown:) does first
+    job.fail(TestError(2))
+    let late = ManualTask("late")
+    job.trackAndQueue(late)
+    task.finish()
+    await #expect(throws: TestError(2)) { try await job.run() }
+    #expect(reason(of: job) == TestError(1))
+    #expect(reason(of: task) == TestError(1))
+    #expect(reason(of: late) == TestError(1))
+  }
+
   @Test func aReasonIsHandedDownToEveryTaskAndNestedJobAndRunThrowsIt() async {
     let tree = Tree()
     let (job, nested, task, deep) = (tree.job, tree.nested, tree.task, tree.deep)
