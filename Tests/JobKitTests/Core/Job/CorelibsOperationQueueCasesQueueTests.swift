@@ -37,7 +37,7 @@ enum SerialOrderCase: String, CaseIterable, Sendable {
 /// The corelibs `TestOperationQueue` cases whose outcome depends on the queue (see
 /// `CorelibsOperationQueueCasesTests` for the list): each checks the queue's behaviour once the
 /// job's queue is handed out, and, on the private queue, what the docs promise instead.
-@Suite("corelibs OperationQueue cases: the queue")
+@Suite("corelibs OperationQueue cases: the queue", .timeLimit(.minutes(3)))
 struct CorelibsOperationQueueCasesQueueTests {
   /// `test_CurrentQueueOnBackgroundQueue`: inside a task, `OperationQueue.current` is the job's
   /// queue once handed out, `nil` on the private queue (documented).
@@ -47,7 +47,7 @@ struct CorelibsOperationQueueCasesQueueTests {
     let job = CorelibsCaseJob(handOut: route == .handedOut) { job in
       job.trackAndQueue(BlockTask { current.mutate { $0.append(OperationQueue.current) } })
     }
-    try await job.run()
+    #expect(await job.runs())
     #expect(current.value.count == 1)
     let first = current.value.first ?? nil
     #expect(first === (route == .handedOut ? job.queueOfTasks : nil))
@@ -236,9 +236,11 @@ struct CorelibsOperationQueueCasesQueueTests {
     queue.cancelAllOperations()
     #expect(!running.isCancelled && running.isExecuting)
     queue.maxConcurrentOperationCount = 1
-    let later = BlockTask {}
+    let current = Locked<OperationQueue?>(nil)
+    let later = BlockTask { current.mutate { $0 = OperationQueue.current } }
     job.trackAndQueue(later)
     #expect(await eventually { later.isFinished })
+    #expect(current.value === queue)
     #expect(running.isExecuting)
     running.finish()
     #expect(await eventually { job.isFinished })

@@ -38,7 +38,7 @@ import Testing
 ///
 /// Not applicable: `test_MainQueueGetter` and `test_CurrentQueueOnMainQueue` (`OperationQueue.main`,
 /// which no job uses).
-@Suite("corelibs OperationQueue cases: operations")
+@Suite("corelibs OperationQueue cases: operations", .timeLimit(.minutes(3)))
 struct CorelibsOperationQueueCasesTests {
   @Test func isExecutingWhileTheBodyRuns() async throws {
     let box = Locked<BlockTask?>(nil)
@@ -51,7 +51,7 @@ struct CorelibsOperationQueueCasesTests {
     box.mutate { $0 = task }
     #expect(!task.isExecuting && !task.isFinished)
     let job = CorelibsCaseJob { $0.trackAndQueue(task) }
-    try await job.run()
+    #expect(await job.runs())
     box.mutate { $0 = nil }
     #expect(seen.value == [true, true, true])
     #expect(!task.isExecuting && task.isFinished)
@@ -86,7 +86,7 @@ struct CorelibsOperationQueueCasesTests {
       job.trackAndQueue(block)
       job.trackAndQueue(BlockTask { current.mutate { $0 = OperationQueue.current } })
     }
-    try await job.run()
+    #expect(await job.runs())
     #expect(sync.hasRun.value && sync.isFinished && !sync.isExecuting)
     #expect(blocks.value == [1, 2])
     #expect(job.privateTaskQueue?.isExposed == true)
@@ -99,7 +99,7 @@ struct CorelibsOperationQueueCasesTests {
     task.cancel()
     #expect(task.isCancelled && !task.isExecuting && !task.isFinished)
     let job = CorelibsCaseJob { $0.trackAndQueue(task) }
-    try await job.run()
+    #expect(await job.runs())
     #expect(task.isCancelled && !task.isExecuting && task.isFinished)
     #expect(!ran.value)
     #expect(job.privateTaskQueue?.isExposed == false)
@@ -145,7 +145,7 @@ struct CorelibsOperationQueueCasesTests {
       job.trackAndQueue(first)
       job.trackAndQueue(second)
     }
-    try await job.run()
+    #expect(await job.runs())
     #expect(log.all == ["second"])
     #expect(first.isCancelled && first.isFinished)
     #expect(second.isFinished && !second.isCancelled)
@@ -281,7 +281,7 @@ struct CorelibsOperationQueueCasesTests {
       job.trackAndQueue(third)
       third.cancel()
     }
-    try await job.run()
+    #expect(await job.runs())
     #expect(log.all == ["second after the cancel", "first after second"])
     #expect(third.isCancelled && third.isFinished)
     third.removeDependency(first)
@@ -333,7 +333,7 @@ struct CorelibsOperationQueueCasesTests {
         job.trackAndQueue(BlockTask { secondRan.open() })
         job.trackAndQueue(BlockTask { thirdRan.open() })
       }
-      try await job.run()
+      #expect(await job.runs())
       #expect(waited.value == [true, true])
       #expect(await completion.waitOpen())
       #expect(job.privateTaskQueue?.isExposed == false)
@@ -352,6 +352,13 @@ final class CorelibsCaseJob: JobController, @unchecked Sendable {
     if handOut { _ = taskQueue }
   }
   override func main() { body(self) }
+
+  /// Starts the job and waits until it finished; `false` if it had not within 30 seconds (a
+  /// hang fails the test instead of stalling the run).
+  func runs() async -> Bool {
+    startJob()
+    return await eventually { self.isFinished }
+  }
 }
 
 /// corelibs' `SyncOperation`: a plain synchronous operation.
