@@ -34,7 +34,10 @@ import Testing
 /// `test_OperationPriorities`, `test_OperationOrder`, `test_OperationOrder2`,
 /// `test_CurrentQueueOnBackgroundQueue`, `test_CurrentQueueOnBackgroundQueueWithSelfCancel`,
 /// `test_CurrentQueueWithCustomUnderlyingQueue`, `test_CurrentQueueWithUnderlyingQueueResetToNil`,
-/// `test_isSuspended`, `test_CancelWhileSuspended`, `test_WaitUntilFinished`.
+/// `test_isSuspended`, `test_CancelWhileSuspended`, `test_WaitUntilFinished`; there each test's
+/// comment names its case. `aTaskStartedBeforeAHandOutStaysOutOfTheQueue` checks what a queue
+/// handed out mid-run does not reach (`operations`, `waitUntilAllOperationsAreFinished()`,
+/// `cancelAllOperations()`, `maxConcurrentOperationCount`), as documented.
 ///
 /// Not applicable: `test_MainQueueGetter` and `test_CurrentQueueOnMainQueue` (`OperationQueue.main`,
 /// which no job uses).
