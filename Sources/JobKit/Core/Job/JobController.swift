@@ -51,11 +51,12 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// `addOperation`: the same start, without `OperationQueue`'s bookkeeping per task. Every task
   /// the job queues after the first read returns goes through `addOperation`, as do tasks that
   /// are not ready yet (dependencies). A task the job had already started itself before that read
-  /// is not in the queue's `operations` or `operationCount`, and
-  /// `waitUntilAllOperationsAreFinished()` does not wait for it (await the job instead); inside
-  /// such a task `OperationQueue.current` is `nil`. Read this property once before the first
-  /// task (or pass a queue to ``init(taskQueue:)``) to have every task go through the queue. See
-  /// <doc:RoutingAndThreads>, "The task queue".
+  /// is not in the queue's `operations` or `operationCount`, `waitUntilAllOperationsAreFinished()`
+  /// does not wait for it (await the job instead), `cancelAllOperations()` does not cancel it and
+  /// `maxConcurrentOperationCount` does not count it; inside such a task `OperationQueue.current`
+  /// is `nil`. Read this property once before the first task (or pass a queue to
+  /// ``init(taskQueue:)``) to have every task go through the queue. See <doc:RoutingAndThreads>,
+  /// "The task queue".
   public var taskQueue: OperationQueue {
     privateTaskQueue?.expose()
     return queueOfTasks
