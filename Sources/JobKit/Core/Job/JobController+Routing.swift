@@ -220,7 +220,7 @@ extension JobController {
 
   /// Starts `task`, cancelled before it was ever queued, on this thread, so it finishes at once
   /// without running its work (a nested job's own stop then runs as a later step of this
-  /// thread's drain, see `Trampoline`). One that is not ready yet goes to `queue`, which starts
+  /// thread's stop trampoline, see `Trampoline`). One that is not ready yet goes to `queue`, which starts
   /// it once ready; one that runs or finished elsewhere is left alone.
   private func startWithoutRunning(_ task: Operation, orQueueOn queue: OperationQueue) {
     guard !task.isExecuting && !task.isFinished else { return }

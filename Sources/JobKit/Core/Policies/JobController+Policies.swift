@@ -219,7 +219,7 @@ extension JobController {
     }
   }
 
-  /// Tells the children the job's latest state, as steps of this thread's step drain
+  /// Tells the children the job's latest state, as steps of this thread's step trampoline
   /// (`Trampoline.carryOut(_:)`), so a tree of nested jobs is suspended in constant stack; the
   /// last step looks again, until the children were told the latest state.
   private func deliverSuspensionToChildren() {
