@@ -71,10 +71,13 @@ public final class CommandDispatch: GroupJob, @unchecked Sendable {
   private let chooser: CommandChooser
   private let isConcurrent: Bool
 
-  init(chooser: CommandChooser, first: [Operation], concurrent: Bool, queue: OperationQueue) {
+  init(
+    chooser: CommandChooser, first: [Operation], concurrent: Bool, queue: OperationQueue,
+    sharing privateQueue: PrivateTaskQueue?
+  ) {
     self.chooser = chooser
     self.isConcurrent = concurrent
-    super.init(sequential: !concurrent, tasks: first, taskQueue: queue)
+    super.init(sequential: !concurrent, tasks: first, taskQueue: queue, sharing: privateQueue)
   }
 
   /// Starts the job on this thread: its `main()` queues the first command (all of them when

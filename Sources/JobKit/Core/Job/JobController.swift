@@ -105,6 +105,16 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
     super.init()
   }
 
+  /// Creates a job whose tasks run on `taskQueue`. With `privateTaskQueue`, `taskQueue` is a queue
+  /// the job's maker made for itself and has not handed out while that flag says so: the job then
+  /// starts its `ConcurrentOperation`s itself, as on a queue of its own (see ``taskQueue``), and
+  /// exposes the shared flag when it hands the queue out.
+  init(taskQueue: OperationQueue, sharing privateTaskQueue: PrivateTaskQueue?) {
+    self.queueOfTasks = taskQueue
+    self.privateTaskQueue = privateTaskQueue
+    super.init()
+  }
+
   // MARK: - Starting
 
   /// Submits the job to ``sharedJobQueue``.
