@@ -248,13 +248,9 @@ public final class CommandMap: Sendable {
   public func dispatch<Event: Sendable>(_ event: Event) -> CommandDispatch {
     let key = ObjectIdentifier(type(of: event))
     let snapshot = state.withLock { $0.beginDispatch(of: key) }
-    let state = self.state
-    let chooser = CommandChooser(
-      event: event, snapshot: snapshot, claim: { mapping in state.withLock { $0.claim(mapping) } },
-      endChoosing: { state.withLock { $0.endDispatch() } })
-    let first = isConcurrent ? chooser.all() : chooser.next().map { [$0] } ?? []
+    let chooser = CommandChooser(event: event, snapshot: snapshot, mapState: state)
     let job = CommandDispatch(
-      chooser: chooser, first: first, concurrent: isConcurrent, queue: queueOfCommands, sharing: privateQueue)
+      chooser: chooser, concurrent: isConcurrent, queue: queueOfCommands, sharing: privateQueue)
     job.launch()
     return job
   }
