@@ -46,14 +46,12 @@ open class GroupJob: JobController, @unchecked Sendable {
   /// Creates a sequential or concurrent group that will run `tasks` on `taskQueue` or, if `nil`,
   /// on a concurrent queue the group owns (or `JobController.defaultTaskQueue`, if set). With
   /// `nextTask` (a sequence's iterator, see `TaskSource`), it also takes tasks from it as it runs
-  /// them, at most `maxRunning` at once (1 if sequential). With `privateTaskQueue`, `taskQueue` is
-  /// its maker's own queue, not handed out while that flag says so
-  /// (`JobController.init(taskQueue:sharing:)`). Usable from inlinable code for the public
-  /// `init(taking:)` initializers, which are inlined into their callers.
+  /// them, at most `maxRunning` at once (1 if sequential). Usable from inlinable code for the
+  /// public `init(taking:)` initializers, which are inlined into their callers.
   @usableFromInline
   init(
     sequential: Bool, tasks: [Operation], taskQueue: OperationQueue?, taking nextTask: (() -> Operation?)? = nil,
-    maxRunning: Int = 1, propagatesTaskCancellation: Bool = false, sharing privateTaskQueue: PrivateTaskQueue? = nil
+    maxRunning: Int = 1, propagatesTaskCancellation: Bool = false
   ) {
     let source = nextTask.map { TaskSource($0, maxRunning: maxRunning) }
     let mode = sequential ? GroupState.Mode.sequential : .concurrent
@@ -63,7 +61,7 @@ open class GroupJob: JobController, @unchecked Sendable {
     isSequential = sequential
     self.source = source
     if let taskQueue {
-      super.init(taskQueue: taskQueue, sharing: privateTaskQueue)
+      super.init(taskQueue: taskQueue)
     } else {
       super.init()
     }

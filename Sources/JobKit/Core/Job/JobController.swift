@@ -66,8 +66,10 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   @usableFromInline let queueOfTasks: OperationQueue
 
   /// Whether ``taskQueue`` is still the job's own, seen by nobody: `nil` for a queue the job was
-  /// given (or ``defaultTaskQueue``).
-  let privateTaskQueue: PrivateTaskQueue?
+  /// given (or ``defaultTaskQueue``), unless its maker shares its own flag
+  /// (`sharePrivateTaskQueue`). Set in `init` only, before the job is shared: no exclusivity
+  /// check on its reads.
+  @exclusivity(unchecked) private(set) var privateTaskQueue: PrivateTaskQueue?
 
   /// Contended: `main()`'s thread tracks and routes under it while finishing threads record.
   let jobState = LockedBox(JobState(), contended: true)
@@ -105,14 +107,13 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
     super.init()
   }
 
-  /// Creates a job whose tasks run on `taskQueue`. With `privateTaskQueue`, `taskQueue` is a queue
-  /// the job's maker made for itself and has not handed out while that flag says so: the job then
-  /// starts its `ConcurrentOperation`s itself, as on a queue of its own (see ``taskQueue``), and
-  /// exposes the shared flag when it hands the queue out.
-  init(taskQueue: OperationQueue, sharing privateTaskQueue: PrivateTaskQueue?) {
-    self.queueOfTasks = taskQueue
+  /// Makes ``taskQueue`` (given to ``init(taskQueue:)``) a queue the job's maker made for itself
+  /// and has not handed out while `privateTaskQueue` says so: the job then starts its
+  /// `ConcurrentOperation`s itself, as on a queue of its own, and exposes the shared flag when it
+  /// hands the queue out. Only from a subclass's `init`, before the job queues anything or is
+  /// shared.
+  func sharePrivateTaskQueue(_ privateTaskQueue: PrivateTaskQueue) {
     self.privateTaskQueue = privateTaskQueue
-    super.init()
   }
 
   // MARK: - Starting
