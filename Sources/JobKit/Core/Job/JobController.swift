@@ -67,8 +67,8 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
 
   /// Whether ``taskQueue`` is still the job's own, seen by nobody: `nil` for a queue the job was
   /// given (or ``defaultTaskQueue``), unless its maker shares its own flag
-  /// (`sharePrivateTaskQueue`). Set in `init` only, before the job is shared: no exclusivity
-  /// check on its reads.
+  /// (`sharePrivateTaskQueue`). Written only while the job is made (its `init`, a subclass's),
+  /// before it is shared: no exclusivity check on its reads.
   @exclusivity(unchecked) private(set) var privateTaskQueue: PrivateTaskQueue?
 
   /// Contended: `main()`'s thread tracks and routes under it while finishing threads record.
