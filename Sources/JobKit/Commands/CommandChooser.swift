@@ -10,30 +10,29 @@ final class CommandChooser: Sendable {
   struct Report {
     /// The mappings of the snapshot not considered yet, in run order.
     var remaining: ArraySlice<CommandMapping>
-    var ran: [CommandMapping] = []
-    var commands: [Operation] = []
+    /// The mappings that ran, each with its command, in the order they ran. Room for every
+    /// mapping of the snapshot is made at once: one allocation per dispatch.
+    var chosen: [(mapping: CommandMapping, command: Operation)] = []
     var skipped: [CommandDispatch.Skip] = []
     /// Whether the dispatch still counts as choosing for the map (see `CommandMapState`).
     var choosing = true
+
+    init(remaining: ArraySlice<CommandMapping>) {
+      self.remaining = remaining
+      chosen.reserveCapacity(remaining.count)
+    }
   }
 
   let event: any Sendable
   let report: LockedBox<Report>
-  /// Claims a `once` mapping for this dispatch (the map's `CommandMapState.claim`).
-  private let claim: @Sendable (CommandMapping) -> Bool
-  /// Tells the map this dispatch stopped choosing (the map's `CommandMapState.endDispatch`).
-  private let endChoosing: @Sendable () -> Void
+  /// The map's state, where the dispatch claims `once` mappings (`CommandMapState.claim`) and
+  /// ends its choosing (`CommandMapState.endDispatch`).
+  private let mapState: LockedBox<CommandMapState>
 
-  init(
-    event: any Sendable,
-    snapshot: [CommandMapping],
-    claim: @escaping @Sendable (CommandMapping) -> Bool,
-    endChoosing: @escaping @Sendable () -> Void
-  ) {
+  init(event: any Sendable, snapshot: [CommandMapping], mapState: LockedBox<CommandMapState>) {
     self.event = event
     self.report = LockedBox(Report(remaining: snapshot[...]))
-    self.claim = claim
-    self.endChoosing = endChoosing
+    self.mapState = mapState
   }
 
   /// Considers the next mappings in order until one's guards approve (and, for a `once` mapping,
@@ -43,28 +42,16 @@ final class CommandChooser: Sendable {
     while let mapping = report.withLock({ $0.remaining.popFirst() }) {
       if let refusal = mapping.refusingGuard(for: event) {
         report.withLock { $0.skipped.append(.init(mapping, .guardRefused(index: refusal))) }
-      } else if mapping.runsOnce && !claim(mapping) {
+      } else if mapping.runsOnce && !mapState.withLock({ $0.claim(mapping) }) {
         report.withLock { $0.skipped.append(.init(mapping, .alreadyUsed)) }
       } else {
         let command = mapping.command(for: event)
-        report.withLock {
-          $0.ran.append(mapping)
-          $0.commands.append(command)
-        }
+        report.withLock { $0.chosen.append((mapping, command)) }
         return command
       }
     }
     stop()
     return nil
-  }
-
-  /// Every command left, in order (a concurrent dispatch chooses them all at once).
-  func all() -> [Operation] {
-    var commands: [Operation] = []
-    while let command = next() {
-      commands.append(command)
-    }
-    return commands
   }
 
   /// Stops choosing (no mapping left, or the dispatch finished): drops the mappings not
@@ -76,7 +63,7 @@ final class CommandChooser: Sendable {
     }
     _ = dropped  // released after the lock: a mapping unmapped meanwhile holds the user's closures
     if wasChoosing {
-      endChoosing()
+      mapState.withLock { $0.endDispatch() }
     }
   }
 }

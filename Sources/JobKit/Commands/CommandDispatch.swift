@@ -60,10 +60,10 @@ public final class CommandDispatch: GroupJob, @unchecked Sendable {
   /// The dispatched event.
   public var event: any Sendable { chooser.event }
   /// The mappings whose commands this dispatch ran (or runs), in the order it ran them.
-  public var ran: [CommandMapping] { chooser.report.withLock { $0.ran } }
+  public var ran: [CommandMapping] { chooser.report.withLock { $0.chosen.map(\.mapping) } }
   /// The commands this dispatch created, in the same order as ``ran`` (for a block mapping, the
   /// operation running the block).
-  public var commands: [Operation] { chooser.report.withLock { $0.commands } }
+  public var commands: [Operation] { chooser.report.withLock { $0.chosen.map(\.command) } }
   /// The mappings of the event's type, as they were when the dispatch began, that were
   /// considered and did not run, in priority order, each with its reason.
   public var skipped: [Skip] { chooser.report.withLock { $0.skipped } }
@@ -71,10 +71,19 @@ public final class CommandDispatch: GroupJob, @unchecked Sendable {
   private let chooser: CommandChooser
   private let isConcurrent: Bool
 
-  init(chooser: CommandChooser, first: [Operation], concurrent: Bool, queue: OperationQueue) {
+  /// Makes the job and adds its first command (every command, when `concurrent`), chosen on
+  /// this thread.
+  init(chooser: CommandChooser, concurrent: Bool, queue: OperationQueue, sharing privateQueue: PrivateTaskQueue?) {
     self.chooser = chooser
     self.isConcurrent = concurrent
-    super.init(sequential: !concurrent, tasks: first, taskQueue: queue)
+    super.init(sequential: !concurrent, tasks: [], taskQueue: queue)
+    if let privateQueue {
+      sharePrivateTaskQueue(privateQueue)
+    }
+    while let command = chooser.next() {
+      add(command)
+      if !concurrent { break }
+    }
   }
 
   /// Starts the job on this thread: its `main()` queues the first command (all of them when

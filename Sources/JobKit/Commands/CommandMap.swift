@@ -54,7 +54,32 @@ public final class CommandMap: Sendable {
   /// before it finished, so commands of different dispatches can alternate. On a serial queue a
   /// command must not wait for another command of the same map (for example by dispatching on it
   /// and awaiting that dispatch), which could only start after it.
-  public let queue: OperationQueue
+  ///
+  /// Reading it hands the queue out. A queue the map made for itself that nobody has read yet
+  /// (and to which no dispatch has added a plain `Operation`, and whose dispatches' own
+  /// ``JobController/taskQueue`` nobody has read) cannot be suspended, limited or inspected by
+  /// anyone, so the dispatches start the ``ConcurrentOperation`` commands (block mappings'
+  /// ``BlockTask``s among them) themselves, as a job does on a queue it made for itself, instead
+  /// of through `addOperation`. Every command started after the first read returns goes through
+  /// `addOperation`. A command a dispatch had already started itself before that read is not in
+  /// the queue's `operations` or `operationCount`, `waitUntilAllOperationsAreFinished()` does not
+  /// wait for it (await the dispatch instead), `cancelAllOperations()` does not cancel it and
+  /// `maxConcurrentOperationCount` does not count it; inside such a command
+  /// `OperationQueue.current` is `nil`. Read this property once before the first dispatch (or
+  /// pass a queue to ``init(queue:concurrent:)``) to have every command go through the queue. See
+  /// <doc:RoutingAndThreads>, "The task queue".
+  public var queue: OperationQueue {
+    privateQueue?.expose()
+    return queueOfCommands
+  }
+
+  /// ``queue``, read by the map itself: it does not hand the queue out.
+  let queueOfCommands: OperationQueue
+  /// Whether ``queue`` is still the map's own, seen by nobody: `nil` for a queue the map was
+  /// given. Shared by every dispatch's job, whose task queue it is. `nonisolated(unsafe)`: set
+  /// once in `init`, and its one word is only read and written atomically (a `ManagedBuffer`
+  /// cannot be `Sendable`).
+  nonisolated(unsafe) let privateQueue: PrivateTaskQueue?
   /// `true` if the commands of one dispatch run together, `false` (the default) if they run one
   /// after another in priority order.
   public let isConcurrent: Bool
@@ -78,13 +103,15 @@ public final class CommandMap: Sendable {
   ///   - concurrent: `true` to start all commands of one dispatch together (its job then
   ///     finishes when all finished), `false` to run them one after another in priority order.
   public init(queue: OperationQueue? = nil, concurrent: Bool) {
-    self.queue =
-      queue
-      ?? {
-        let queue = OperationQueue()
-        queue.name = "JobKit.CommandMap.queue"
-        return queue
-      }()
+    if let queue {
+      self.queueOfCommands = queue
+      self.privateQueue = nil
+    } else {
+      let queue = OperationQueue()
+      queue.name = "JobKit.CommandMap.queue"
+      self.queueOfCommands = queue
+      self.privateQueue = PrivateTaskQueue.make()
+    }
     self.isConcurrent = concurrent
   }
 
@@ -221,12 +248,9 @@ public final class CommandMap: Sendable {
   public func dispatch<Event: Sendable>(_ event: Event) -> CommandDispatch {
     let key = ObjectIdentifier(type(of: event))
     let snapshot = state.withLock { $0.beginDispatch(of: key) }
-    let state = self.state
-    let chooser = CommandChooser(
-      event: event, snapshot: snapshot, claim: { mapping in state.withLock { $0.claim(mapping) } },
-      endChoosing: { state.withLock { $0.endDispatch() } })
-    let first = isConcurrent ? chooser.all() : chooser.next().map { [$0] } ?? []
-    let job = CommandDispatch(chooser: chooser, first: first, concurrent: isConcurrent, queue: queue)
+    let chooser = CommandChooser(event: event, snapshot: snapshot, mapState: state)
+    let job = CommandDispatch(
+      chooser: chooser, concurrent: isConcurrent, queue: queueOfCommands, sharing: privateQueue)
     job.launch()
     return job
   }

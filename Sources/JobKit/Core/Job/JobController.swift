@@ -66,8 +66,10 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   @usableFromInline let queueOfTasks: OperationQueue
 
   /// Whether ``taskQueue`` is still the job's own, seen by nobody: `nil` for a queue the job was
-  /// given (or ``defaultTaskQueue``).
-  let privateTaskQueue: PrivateTaskQueue?
+  /// given (or ``defaultTaskQueue``), unless its maker shares its own flag
+  /// (`sharePrivateTaskQueue`). Written only while the job is made (its `init`, a subclass's),
+  /// before it is shared: no exclusivity check on its reads.
+  @exclusivity(unchecked) private(set) var privateTaskQueue: PrivateTaskQueue?
 
   /// Contended: `main()`'s thread tracks and routes under it while finishing threads record.
   let jobState = LockedBox(JobState(), contended: true)
@@ -103,6 +105,15 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
     self.queueOfTasks = taskQueue
     self.privateTaskQueue = nil
     super.init()
+  }
+
+  /// Makes ``taskQueue`` (given to ``init(taskQueue:)``) a queue the job's maker made for itself
+  /// and has not handed out while `privateTaskQueue` says so: the job then starts its
+  /// `ConcurrentOperation`s itself, as on a queue of its own, and exposes the shared flag when it
+  /// hands the queue out. Only from a subclass's `init`, before the job queues anything or is
+  /// shared.
+  func sharePrivateTaskQueue(_ privateTaskQueue: PrivateTaskQueue) {
+    self.privateTaskQueue = privateTaskQueue
   }
 
   // MARK: - Starting

@@ -10,7 +10,11 @@ import Foundation
 /// and with no limit and no suspension `OperationQueue` starts a ready operation at once (its
 /// `queuePriority` only orders operations that wait for a slot): the job may start its
 /// `ConcurrentOperation`s itself (`JobController.startDirectly`). Once exposed, it stays exposed.
-/// Not `Sendable` (a `ManagedBuffer`): threads reach it through its job, which never replaces it.
+/// A queue made by the owner of several jobs has one flag, which those jobs share
+/// (`JobController.sharePrivateTaskQueue`): a read of any of their `taskQueue`s, or a plain
+/// operation any of them adds, exposes it for all, as does the owner handing its queue out.
+/// Not `Sendable` (a `ManagedBuffer`), though its one word is only read and written atomically:
+/// threads reach it through its job (or that owner), which never replaces it once shared.
 final class PrivateTaskQueue: ManagedBuffer<Void, Int> {
   static func make() -> PrivateTaskQueue {
     let buffer = create(minimumCapacity: 1) { _ in }
