@@ -69,14 +69,22 @@ extension JobController {
   /// Starts `operation` on a concurrent dispatch queue of its `qualityOfService`, as the job's
   /// own queue would on one of its worker threads. If by then the queue was exposed or the operation
   /// is not ready (a dependency added meanwhile), it goes to the queue instead: it is in no queue
-  /// yet, so that is allowed, and the queue then starts it once ready.
+  /// yet, so that is allowed, and the queue then starts it once ready. The work item captures only
+  /// the operation, which carries the job across (`ConcurrentOperation.directStarter`): a closure
+  /// of one reference needs no context of its own.
   private func startDirectly(_ operation: ConcurrentOperation) {
-    operation.qualityOfService.directStartQueue.async { [self] in
-      if privateTaskQueue?.isExposed != false || !operation.isReady {
-        addToQueue(operation, queueOfTasks)
-      } else {
-        operation.startOutsideQueue()
-      }
+    operation.directStarter = self
+    operation.qualityOfService.directStartQueue.async { JobController.startHandedOver(operation) }
+  }
+
+  /// On the worker: takes the job that handed `operation` over and starts it (or queues it).
+  private static func startHandedOver(_ operation: ConcurrentOperation) {
+    guard let job = operation.directStarter else { return }
+    operation.directStarter = nil
+    if job.privateTaskQueue?.isExposed != false || !operation.isReady {
+      job.addToQueue(operation, job.queueOfTasks)
+    } else {
+      operation.startOutsideQueue()
     }
   }
 }

@@ -40,6 +40,11 @@ import Foundation
 open class ConcurrentOperation: Operation, @unchecked Sendable {
   // @unchecked Sendable: all mutable state lives in `state`, a lock-protected box.
   let state = LockedBox(OperationState())
+  /// The job that starts this operation itself, in no queue (`JobController.enqueue`), from its
+  /// hand-off to a worker thread until that worker takes it: written before the hand-off, read and
+  /// cleared on the worker after it (the dispatch queue orders the two), touched by nothing else.
+  /// Exclusivity unchecked: never accessed by two threads at once.
+  @exclusivity(unchecked) var directStarter: JobController?
 
   /// Creates an operation that is ready to be added to a queue (or started with `start()`).
   public override init() {
