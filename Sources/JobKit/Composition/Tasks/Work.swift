@@ -101,27 +101,18 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
     return Self.outcome(of: state)
   }
 
-  /// The outcome of a finished task, taken apart: its ``result``'s error, or else its value (an
-  /// `Output`, boxed); should it have no result, its ``ConcurrentOperation/error`` or else
-  /// `CancellationError`. Not a `Result`, so that the caller, inlined into a client, builds it
-  /// specialized instead of asking the runtime for its generic metadata.
-  @usableFromInline
-  func finishedOutcome() -> (failure: (any Error)?, value: (any Sendable)?) {
-    let (isComplete, failure, value) = withWorkState { ($0.isComplete, $0.failure, $0.value) }
-    guard isComplete else { return (error ?? CancellationError(), nil) }
-    return (failure, value)
-  }
-
-  /// Hands `completion` the outcome of this finished task as a `Result` (see
-  /// ``finishedOutcome()``), built in the caller's specialization.
-  @inlinable
+  /// Hands `completion` the outcome of this finished task as a `Result`: its ``result``; should
+  /// it have none, its ``ConcurrentOperation/error`` or else `CancellationError`. For its node's
+  /// routing (`WorkNode`), after the finish, with no lock held; reads the state once.
   func deliverOutcome(to completion: (Result<Output, any Error>) -> Void) {
-    let outcome = finishedOutcome()
-    if let failure = outcome.failure {
+    let (isComplete, failure, value) = withWorkState { ($0.isComplete, $0.failure, $0.value) }
+    if !isComplete {
+      completion(.failure(error ?? CancellationError()))
+    } else if let failure {
       completion(.failure(failure))
     } else {
-      // A finished task without a failure holds the body's value, an `Output`.
-      completion(.success(outcome.value as! Output))
+      // A complete state without a failure holds the body's value, an `Output`.
+      completion(.success(value as! Output))
     }
   }
 
