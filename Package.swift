@@ -23,7 +23,8 @@ let package = Package(
     .executable(name: "event-commands", targets: ["EventCommands"]),
   ],
   targets: [
-    // An atomic word for the completion-block hook: `Synchronization.Atomic` needs macOS 15.
+    // An atomic word for the completion-block hook (`Synchronization.Atomic` needs macOS 15), and
+    // `dispatch_async_f` for the tasks a job starts itself.
     .target(name: "CJobKitAtomics"),
     .target(name: "JobKit", dependencies: ["CJobKitAtomics"], swiftSettings: strictSettings),
     .target(name: "JobKitTesting", dependencies: ["JobKit"], swiftSettings: strictSettings),

@@ -7,6 +7,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "CJobKitDispatch.h"
+
 /// Acquire load.
 static inline intptr_t cjobkit_atomic_load(const intptr_t *word) {
   return __atomic_load_n(word, __ATOMIC_ACQUIRE);

@@ -30,7 +30,7 @@ struct LockedBox<Value>: @unchecked Sendable {
 
   /// A box holding `value`, which is made right in the box's allocation: a state struct is
   /// not built, copied in and destroyed (a retain and a release per reference it holds, per
-  /// box: every task's operation has one).
+  /// box).
   init(_ value: @autoclosure () -> Value, contended: Bool = false) {
     storage = LockedStorage.make(value, contended: contended)
   }

@@ -50,7 +50,15 @@ public final class JobContext: Sendable {
     }
   }
 
-  private let state = LockedBox(State())
+  /// Only touched under `StripedLock.withLock(for: self)`: a box and a mutex of its own would
+  /// be two allocations more for every context, and every `BlockTask` started outside a group
+  /// makes one. Exclusivity unchecked: the stripe's lock already excludes other accesses.
+  @exclusivity(unchecked) nonisolated(unsafe) private var storage = State()
+
+  /// Runs `body` on the state under the context's stripe lock. `body` must only touch state.
+  private func withState<Result>(_ body: (inout State) throws -> Result) rethrows -> Result {
+    try StripedLock.withLock(for: self) { try body(&storage) }
+  }
 
   /// The context of the ``BlockTask`` whose body is running, for code the body calls that has no
   /// other way to reach it; `nil` outside a `BlockTask` body. Bound for the body's whole run,
@@ -62,9 +70,9 @@ public final class JobContext: Sendable {
 
   /// The value stored under `key`, or `nil`. Setting `nil` removes it.
   public subscript<Value>(key: ContextKey<Value>) -> Value? {
-    get { state.withLock { $0.entries[key.storageKey]?.value } as? Value }
+    get { withState { $0.entries[key.storageKey]?.value } as? Value }
     set {
-      let replaced = state.withLock { $0.write(newValue, for: key.storageKey) }
+      let replaced = withState { $0.write(newValue, for: key.storageKey) }
       _ = replaced  // released after the lock
     }
   }
@@ -90,10 +98,10 @@ public final class JobContext: Sendable {
   ) rethrows -> Result {
     let storageKey = key.storageKey
     while true {
-      let entry = state.withLock { $0.entries[storageKey] }
+      let entry = withState { $0.entries[storageKey] }
       var value = (entry?.value as? Value) ?? defaultValue()
       let result = try body(&value)
-      let (stored, replaced) = state.withLock { state -> (Bool, Entry?) in
+      let (stored, replaced) = withState { state -> (Bool, Entry?) in
         guard state.entries[storageKey]?.stamp == entry?.stamp else { return (false, nil) }
         return (true, state.write(value, for: storageKey))
       }
@@ -106,7 +114,7 @@ public final class JobContext: Sendable {
   @discardableResult
   public func removeValue<Value>(forKey key: ContextKey<Value>) -> Value? {
     // Taken out under the lock, released (if the caller drops it) after it.
-    let removed = state.withLock { $0.write(nil, for: key.storageKey) }
+    let removed = withState { $0.write(nil, for: key.storageKey) }
     return removed?.value as? Value
   }
 
@@ -114,9 +122,9 @@ public final class JobContext: Sendable {
   /// Used when a nested group gives up its own context for its parent's.
   func addMissingValues(from other: JobContext) {
     guard other !== self else { return }
-    let theirs = other.state.withLock { $0.entries }
+    let theirs = other.withState { $0.entries }
     guard !theirs.isEmpty else { return }
-    state.withLock { state in
+    withState { state in
       for (key, entry) in theirs where state.entries[key] == nil {
         _ = state.write(entry.value, for: key)  // replaces nothing: the key is missing
       }

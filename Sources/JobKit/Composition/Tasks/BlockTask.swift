@@ -38,9 +38,13 @@ import Foundation
 /// starting it; a `BlockTask` started outside a group gets a new, empty context.
 public final class BlockTask: ConcurrentOperation, ContextConsuming, @unchecked Sendable {
   // @unchecked Sendable: `body` is immutable; `blockState` is only touched under its stripe lock.
+  /// The body as given: a body without the context argument is kept as it is, not wrapped in a
+  /// closure that drops the argument (one allocation per task).
   private enum Body {
-    case sync(@Sendable (JobContext) throws -> Void)
-    case async(@Sendable (JobContext) async throws -> Void)
+    case sync(@Sendable () throws -> Void)
+    case syncWithContext(@Sendable (JobContext) throws -> Void)
+    case async(@Sendable () async throws -> Void)
+    case asyncWithContext(@Sendable (JobContext) async throws -> Void)
   }
 
   private struct State {
@@ -60,27 +64,27 @@ public final class BlockTask: ConcurrentOperation, ContextConsuming, @unchecked 
 
   /// Creates a task whose synchronous `body` runs on the thread that starts it.
   public init(_ body: @escaping @Sendable () throws -> Void) {
-    self.body = .sync { _ in try body() }
+    self.body = .sync(body)
     super.init()
   }
 
   /// Creates a task whose synchronous `body` runs on the thread that starts it and receives the
   /// task's ``context``.
   public init(_ body: @escaping @Sendable (_ context: JobContext) throws -> Void) {
-    self.body = .sync(body)
+    self.body = .syncWithContext(body)
     super.init()
   }
 
   /// Creates a task whose asynchronous `body` runs in a Swift `Task` that `cancel()` cancels.
   public init(async body: @escaping @Sendable () async throws -> Void) {
-    self.body = .async { _ in try await body() }
+    self.body = .async(body)
     super.init()
   }
 
   /// Creates a task whose asynchronous `body` runs in a Swift `Task` that `cancel()` cancels, and
   /// receives the task's ``context``.
   public init(async body: @escaping @Sendable (_ context: JobContext) async throws -> Void) {
-    self.body = .async(body)
+    self.body = .asyncWithContext(body)
     super.init()
   }
 
@@ -116,27 +120,42 @@ public final class BlockTask: ConcurrentOperation, ContextConsuming, @unchecked 
     }
     switch body {
     case .sync(let run):
-      do {
-        try JobContext.$current.withValue(context) { try run(context) }
-        operationDone()
-      } catch {
-        finish(throwing: error)
-      }
+      runSync(context) { _ in try run() }
+    case .syncWithContext(let run):
+      runSync(context, run)
     case .async(let run):
-      let runner = Task.detached {
-        do {
-          // The body runs with this task as its enclosing operation: a job it runs (its `run()`)
-          // is cancelled with this task's reason when this task cancels its Swift task.
-          try await JobContext.$current.withValue(context) {
-            try await ConcurrentOperation.$enclosingOperation.withValue(self) { try await run(context) }
-          }
-          self.operationDone()
-        } catch {
-          self.finish(throwing: error)
-        }
-      }
-      withState { $0.runner = runner }
+      runAsync(context) { _ in try await run() }
+    case .asyncWithContext(let run):
+      runAsync(context, run)
     }
+  }
+
+  /// Runs a synchronous body on this thread with `context` bound, then finishes.
+  @inline(__always)
+  private func runSync(_ context: JobContext, _ run: (JobContext) throws -> Void) {
+    do {
+      try JobContext.$current.withValue(context) { try run(context) }
+      operationDone()
+    } catch {
+      finish(throwing: error)
+    }
+  }
+
+  /// Runs an asynchronous body in a new Swift task with `context` bound, then finishes.
+  private func runAsync(_ context: JobContext, _ run: @escaping @Sendable (JobContext) async throws -> Void) {
+    let runner = Task.detached {
+      do {
+        // The body runs with this task as its enclosing operation: a job it runs (its `run()`)
+        // is cancelled with this task's reason when this task cancels its Swift task.
+        try await JobContext.$current.withValue(context) {
+          try await ConcurrentOperation.$enclosingOperation.withValue(self) { try await run(context) }
+        }
+        self.operationDone()
+      } catch {
+        self.finish(throwing: error)
+      }
+    }
+    withState { $0.runner = runner }
   }
 
   /// Cancels the Swift task running an asynchronous body. Called once, after ``operationStart()``

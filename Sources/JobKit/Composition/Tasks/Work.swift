@@ -53,8 +53,8 @@ import Foundation
 /// See <doc:WorkAndTheCrawl> for a job built from `Work` and when to pick `Work`,
 /// ``ConcurrentOperation`` or a plain `Operation`.
 open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
-  // @unchecked Sendable: `body` is immutable; the outcome and runner live in `workState`, a
-  // lock-protected box.
+  // @unchecked Sendable: `body` is immutable; the outcome and runner live in `workState`, only
+  // touched under its stripe lock.
   private enum Body {
     case sync(@Sendable () throws -> Output)
     case async(@Sendable () async throws -> Output)
@@ -62,7 +62,15 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
   }
 
   private let body: Body
-  private let workState = LockedBox(WorkState())
+  /// Only touched under `StripedLock.withLock(for: self)`: a box and a mutex of its own would be
+  /// one allocation and a mutex's set-up and tear-down more per task, for state that is touched
+  /// two or three times. Exclusivity unchecked: the stripe's lock already excludes other accesses.
+  @exclusivity(unchecked) private var workState = WorkState()
+
+  /// Runs `body` on the outcome state under the task's stripe lock. `body` must only touch state.
+  private func withWorkState<Result>(_ body: (inout WorkState) -> Result) -> Result {
+    StripedLock.withLock(for: self) { body(&workState) }
+  }
 
   /// Creates a task whose synchronous `body` runs on the thread that starts it.
   public init(_ body: @escaping @Sendable () throws -> Output) {
@@ -88,32 +96,23 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
 
   /// The outcome, `nil` until the task finished (see the type's documentation).
   public var result: Result<Output, any Error>? {
-    let state = workState.withLock { $0 }
+    let state = withWorkState { $0 }
     guard state.isComplete else { return nil }
     return Self.outcome(of: state)
   }
 
-  /// The outcome of a finished task, taken apart: its ``result``'s error, or else its value (an
-  /// `Output`, boxed); should it have no result, its ``ConcurrentOperation/error`` or else
-  /// `CancellationError`. Not a `Result`, so that the caller, inlined into a client, builds it
-  /// specialized instead of asking the runtime for its generic metadata.
-  @usableFromInline
-  func finishedOutcome() -> (failure: (any Error)?, value: (any Sendable)?) {
-    let state = workState.withLock { $0 }
-    guard state.isComplete else { return (error ?? CancellationError(), nil) }
-    return (state.failure, state.value)
-  }
-
-  /// Hands `completion` the outcome of this finished task as a `Result` (see
-  /// ``finishedOutcome()``), built in the caller's specialization.
-  @inlinable
+  /// Hands `completion` the outcome of this finished task as a `Result`: its ``result``; should
+  /// it have none, its ``ConcurrentOperation/error`` or else `CancellationError`. For its node's
+  /// routing (`WorkNode`), after the finish, with no lock held; reads the state once.
   func deliverOutcome(to completion: (Result<Output, any Error>) -> Void) {
-    let outcome = finishedOutcome()
-    if let failure = outcome.failure {
+    let (isComplete, failure, value) = withWorkState { ($0.isComplete, $0.failure, $0.value) }
+    if !isComplete {
+      completion(.failure(error ?? CancellationError()))
+    } else if let failure {
       completion(.failure(failure))
     } else {
-      // A finished task without a failure holds the body's value, an `Output`.
-      completion(.success(outcome.value as! Output))
+      // A complete state without a failure holds the body's value, an `Output`.
+      completion(.success(value as! Output))
     }
   }
 
@@ -174,7 +173,7 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
         }
         self.complete(value: value, failure: nil)
       }
-      workState.withLock { $0.runner = runner }
+      withWorkState { $0.runner = runner }
     case .callback(let run):
       run { outcome in self.complete(outcome) }
     }
@@ -183,11 +182,11 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
   /// Cancels the Swift task running an `async` body. Called once, after ``operationStart()``
   /// returned, on the thread that called `cancel()`.
   public final override func operationCancelled() {
-    workState.withLock { $0.runner }?.cancel()
+    withWorkState { $0.runner }?.cancel()
   }
 
   override func startCancelled() {
-    workState.withLock { state in
+    withWorkState { state in
       if !state.isComplete {
         state.isComplete = true
         state.failure = CancellationError()
@@ -199,7 +198,7 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
   /// A failed dependency skips the task: its ``result`` is `.failure(error)` (a
   /// ``JobKitError/Code/dependencyFailed``), and it is cancelled, so its body never runs.
   override func skipForFailedDependency(_ error: JobKitError) {
-    workState.withLock { state in
+    withWorkState { state in
       if !state.isComplete {
         state.isComplete = true
         state.failure = error
@@ -222,7 +221,7 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
   /// task; reports a later one. Takes the outcome apart rather than as a `Result`, so that
   /// finishing asks the runtime for no metadata of a type made from `Output`.
   private func complete(value: (any Sendable)?, failure: (any Error)?) {
-    let isFirst = workState.withLock { state -> Bool in
+    let isFirst = withWorkState { state -> Bool in
       guard !state.isComplete else { return false }
       state.isComplete = true
       state.failure = failure
@@ -250,8 +249,8 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
   }
 }
 
-/// A ``Work``'s outcome without its value, outside the generic class so that its type (and its
-/// box's) does not depend on `Output`: unspecialized generic code asks the runtime for the
+/// A ``Work``'s outcome without its value, outside the generic class so that its type does not
+/// depend on `Output`: unspecialized generic code asks the runtime for the
 /// metadata of every generic type it touches (a `Result<Output, any Error>`, a type nested in
 /// `Work<Output>`), on every task.
 private struct WorkState {
@@ -264,6 +263,29 @@ private struct WorkState {
   var value: (any Sendable)?
   /// The Swift task running an `async` body, so a cancel can reach it.
   var runner: Task<Void, Never>?
+}
+
+/// The node of a ``Work`` tracked with a completion that takes its `Result`: it keeps that
+/// completion as given and hands it the finished task's outcome, so that tracking wraps no
+/// closure around it (an allocation per task). Made in the caller's specialization, as
+/// `TaskNodeWithCompletion` is.
+@usableFromInline
+final class WorkNode<Output: Sendable>: TaskNode, @unchecked Sendable {
+  // @unchecked Sendable: as for `TaskNode`; `completion` is immutable and `@Sendable`.
+  let completion: @Sendable (Result<Output, any Error>) -> Void
+
+  @usableFromInline
+  init(
+    job: JobController, work: Work<Output>, completion: @escaping @Sendable (Result<Output, any Error>) -> Void
+  ) {
+    self.completion = completion
+    super.init(job: job, task: work)
+  }
+
+  override func deliverCompletion(_ task: Operation) -> Bool {
+    unsafeDowncast(task, to: Work<Output>.self).deliverOutcome(to: completion)
+    return true
+  }
 }
 
 extension JobController {
@@ -284,9 +306,7 @@ extension JobController {
     resultOf work: Work<Output>,
     completion: @escaping @Sendable (Result<Output, any Error>) -> Void
   ) {
-    trackAndQueue(work) { (finished: Work<Output>) in
-      finished.deliverOutcome(to: completion)
-    }
+    track(work, node: WorkNode(job: self, work: work, completion: completion), queue: queueOfTasks)
   }
 
   /// Like ``trackAndQueue(resultOf:completion:)``, but `work` is queued only once every one of

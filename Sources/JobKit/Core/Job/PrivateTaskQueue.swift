@@ -73,15 +73,48 @@ extension JobController {
   /// Starts `operation` on a concurrent dispatch queue of its `qualityOfService`, as the job's
   /// own queue would on one of its worker threads. If by then the queue was exposed or the operation
   /// is not ready (a dependency added meanwhile), it goes to the queue instead: it is in no queue
-  /// yet, so that is allowed, and the queue then starts it once ready.
+  /// yet, so that is allowed, and the queue then starts it once ready. The hand-off is a function
+  /// and the operation as its context (`dispatch_async_f`), and the operation carries the job
+  /// across (`ConcurrentOperation.directStarter`): no closure context, no block copy.
   private func startDirectly(_ operation: ConcurrentOperation) {
-    operation.qualityOfService.directStartQueue.async { [self] in
-      if privateTaskQueue?.isExposed != false || !operation.isReady {
-        addToQueue(operation, queueOfTasks)
-      } else {
-        operation.startOutsideQueue()
-      }
+    operation.directStarter = self
+    // Retained for the worker, which takes the reference back.
+    let context = Unmanaged.passRetained(operation).toOpaque()
+    cjobkit_queue_async(operation.qualityOfService.directStartQueue.queue, context) { context in
+      // Always the context passed above, never nil.
+      guard let context else { return }
+      JobController.startHandedOver(Unmanaged<ConcurrentOperation>.fromOpaque(context).takeRetainedValue())
     }
+  }
+
+  /// On the worker: takes the job that handed `operation` over and starts it (or queues it).
+  private static func startHandedOver(_ operation: ConcurrentOperation) {
+    guard let job = operation.directStarter else { return }
+    operation.directStarter = nil
+    if job.privateTaskQueue?.isExposed != false || !operation.isReady {
+      job.addToQueue(operation, job.queueOfTasks)
+    } else {
+      operation.startOutsideQueue()
+    }
+  }
+}
+
+/// A dispatch queue a job starts its own operations on (made in C: see `CJobKitDispatch.h`).
+/// Made once, never freed, only ever handed work: safe to share.
+struct DirectStartQueue: @unchecked Sendable {
+  // @unchecked Sendable: an immutable pointer to a libdispatch queue, which is thread-safe.
+  let queue: UnsafeMutableRawPointer
+
+  init(_ label: String, qos: QualityOfService?) {
+    let qosClass: UInt32
+    switch qos {
+    case .userInteractive?: qosClass = 0x21  // QOS_CLASS_USER_INTERACTIVE
+    case .userInitiated?: qosClass = 0x19  // QOS_CLASS_USER_INITIATED
+    case .utility?: qosClass = 0x11  // QOS_CLASS_UTILITY
+    case .background?: qosClass = 0x09  // QOS_CLASS_BACKGROUND
+    default: qosClass = 0  // none: the queue's threads run at the default class
+    }
+    queue = cjobkit_concurrent_queue_create(label, qosClass)
   }
 }
 
@@ -91,20 +124,16 @@ extension JobController {
 /// stop at one thread per core, and tasks that wait for each other would starve). The default
 /// one has the label of a job's own `OperationQueue`.
 private enum DirectStartQueues {
-  static let userInteractive = make(.userInteractive, "userInteractive")
-  static let userInitiated = make(.userInitiated, "userInitiated")
-  static let utility = make(.utility, "utility")
-  static let background = make(.background, "background")
-  static let standard = DispatchQueue(label: "JobKit.JobController.taskQueue", attributes: .concurrent)
-
-  private static func make(_ qos: DispatchQoS, _ name: String) -> DispatchQueue {
-    DispatchQueue(label: "JobKit.JobController.taskQueue.\(name)", qos: qos, attributes: .concurrent)
-  }
+  static let userInteractive = DirectStartQueue("JobKit.JobController.taskQueue.userInteractive", qos: .userInteractive)
+  static let userInitiated = DirectStartQueue("JobKit.JobController.taskQueue.userInitiated", qos: .userInitiated)
+  static let utility = DirectStartQueue("JobKit.JobController.taskQueue.utility", qos: .utility)
+  static let background = DirectStartQueue("JobKit.JobController.taskQueue.background", qos: .background)
+  static let standard = DirectStartQueue("JobKit.JobController.taskQueue", qos: nil)
 }
 
 extension QualityOfService {
   /// The queue a job starts an operation of this quality of service on.
-  fileprivate var directStartQueue: DispatchQueue {
+  fileprivate var directStartQueue: DirectStartQueue {
     switch self {
     case .userInteractive: return DirectStartQueues.userInteractive
     case .userInitiated: return DirectStartQueues.userInitiated

@@ -38,8 +38,28 @@ import Foundation
 /// Misuse (starting twice, finishing twice, finishing before starting) is reported through
 /// ``JobKitDiagnostics`` and recorded in ``misuses``; it never crashes.
 open class ConcurrentOperation: Operation, @unchecked Sendable {
-  // @unchecked Sendable: all mutable state lives in `state`, a lock-protected box.
-  let state = LockedBox(OperationState())
+  // @unchecked Sendable: all mutable state lives in `lockedState`, only touched under the
+  // operation's mutex (`OperationLocks`), and in `directStarter` (see there).
+  /// Only touched under the operation's mutex in `OperationLocks`, through ``state``. Exclusivity
+  /// unchecked: that mutex already excludes other accesses.
+  @exclusivity(unchecked) private var lockedState = OperationState()
+
+  /// The operation's state, reached with `state.withLock { … }`.
+  var state: OperationStateAccess { OperationStateAccess(operation: Unmanaged.passUnretained(self)) }
+
+  /// Runs `body` on the state under the operation's mutex (see ``state``).
+  @inline(__always)
+  final func withStateLocked<Result>(_ body: (inout OperationState) throws -> Result) rethrows -> Result {
+    let mutex = OperationLocks.mutex(for: Unmanaged.passUnretained(self).toOpaque())
+    pthread_mutex_lock(mutex)
+    defer { pthread_mutex_unlock(mutex) }
+    return try body(&lockedState)
+  }
+  /// The job that starts this operation itself, in no queue (`JobController.enqueue`), from its
+  /// hand-off to a worker thread until that worker takes it: written before the hand-off, read and
+  /// cleared on the worker after it (the dispatch queue orders the two), touched by nothing else.
+  /// Exclusivity unchecked: never accessed by two threads at once.
+  @exclusivity(unchecked) var directStarter: JobController?
 
   /// Creates an operation that is ready to be added to a queue (or started with `start()`).
   public override init() {
