@@ -131,8 +131,14 @@ struct GroupInspectionTests {
   func snapshotsTakenWhileTheGroupRunsAreConsistent(kind: GroupKind) async throws {
     let log = EventLog()
     var generator = SeededGenerator(seed: 20)
+    // The first step runs until the last 500 were added: the group cannot finish before (a task
+    // added after the finish would be rejected, and its own tasks can all finish meanwhile).
+    let addedAll = Latch()
+    let holdUntilAdded: @Sendable () -> Void = { _ = addedAll.wait(timeout: 60) }
     let steps = (0..<2_000).map { index in
-      Step("\(index)", log: log, finish: Bool.random(using: &generator) ? .inline : .later)
+      Step(
+        "\(index)", log: log, finish: Bool.random(using: &generator) ? .inline : .later,
+        body: index == 0 ? holdUntilAdded : nil)
     }
     let group = kind.make(Array(steps[..<1_500]))
     let members = Set(steps.map(ObjectIdentifier.init))
@@ -159,6 +165,7 @@ struct GroupInspectionTests {
     }.start()
     group.startJob()
     for step in steps[1_500...] { group.add(step) }
+    addedAll.open()
     try await group.run()
     stop.open()
     #expect(await inspected.waitOpen(timeout: 30))
@@ -167,5 +174,6 @@ struct GroupInspectionTests {
     #expect(group.tasks.isEmpty && group.runningTasks.isEmpty)
     let ran = log.all
     #expect(ran.count == 2_000 && Set(ran).count == 2_000)
+    #expect(group.misuses.isEmpty)
   }
 }
