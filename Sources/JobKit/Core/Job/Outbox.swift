@@ -163,6 +163,9 @@ extension JobState {
   /// Out of line: every door asks it, and would grow with it inlined.
   @inline(never)
   mutating func claimDrain(on thread: UInt, inTrack: Bool = false) -> Outbox<TaskNode, PendingJobEvent>.Role {
+    // A thread drains already (usually this one, a door inside a callback): whether this thread
+    // may route, and whether a step is due, do not matter then.
+    guard case .idle = outbox.drainer else { return outbox.claim(by: thread, mayRoute: false) }
     let routes = phase.routes(for: thread, inTrack: inTrack)
     return outbox.claim(by: thread, mayRoute: routes, extra: hasStepDue)
   }
