@@ -48,6 +48,13 @@ struct JobDoorTests {
     #expect(check2)
     let check3 = state.afterTransition(.now, on: 3).role == .none  // thread 2 drains
     #expect(check3)
+    // A door on the drainer's own thread (inside a callback) starts no second loop: the route
+    // is the outer loop's; a nested drain only takes events and progress.
+    let check4 = state.afterTransition(.now, on: 2).role == .none
+    #expect(check4)
+    _ = state.installProgress(Progress(parent: nil, userInfo: nil))  // counts to publish
+    let check5 = state.afterTransition(.now, on: 2).role == .nested
+    #expect(check5)
   }
 
   /// A setter's transition (a raised limit) admits a waiting task, which makes room under the
