@@ -39,7 +39,7 @@ extension GroupJob {
   /// The started tasks and the waiting ones (all tracked by the job, the waiting ones in its
   /// admission line), read in one critical section of the job's lock.
   private func taskSnapshot() -> (all: [Operation], running: [Operation]) {
-    let (tracked, waiting) = jobState.withLock { ($0.trackedTasks(), $0.tasksWaitingForAdmission) }
+    let (tracked, waiting) = readJobState { ($0.trackedTasks(), $0.tasksWaitingForAdmission) }
     let waitingKeys = Set(waiting.map(OperationKey.init))
     var all: [Operation] = []
     all.reserveCapacity(tracked.count)

@@ -268,7 +268,7 @@ open class GroupJob: JobController, @unchecked Sendable {
 
   /// Pauses or resumes starting tasks (the job's admission, see `JobAdmission.setPaused`).
   func setHeld(_ isHeld: Bool, generation: UInt64) {
-    let exits = jobState.withLock { $0.setAdmissionPaused(isHeld, generation: generation) }
+    let exits = withJobState { $0.setAdmissionPaused(isHeld, generation: generation) }
     if !exits.isEmpty {
       performAdmissionExits(exits)
     }
@@ -276,7 +276,7 @@ open class GroupJob: JobController, @unchecked Sendable {
 
   /// Whether the group still runs its tasks (its job neither stops nor finished).
   var isRunningTasks: Bool {
-    jobState.withLock { !$0.phase.isStopping && !$0.phase.isFinished }
+    readJobState { !$0.phase.isStopping && !$0.phase.isFinished }
   }
 
   /// Makes `context` this group's context (see ``ContextSharing``).
@@ -286,12 +286,12 @@ open class GroupJob: JobController, @unchecked Sendable {
   }
 
   private func sharedContext() -> JobContext {
-    let shared = jobState.withLock { $0.admission.shared }
+    let shared = readJobState { $0.admission.shared }
     return shared.map { unsafeDowncast($0, to: JobContext.self) } ?? JobContext()
   }
 
   private func replaceContext(with context: JobContext) {
-    let replaced = jobState.withLock { $0.replaceSharedAdmission(with: context) }
+    let replaced = withJobState { $0.replaceSharedAdmission(with: context) }
     _ = replaced  // released after the lock: its values are the user's
   }
 

@@ -1,21 +1,87 @@
 import Foundation
 
-/// Routing and draining: what transitions leave in the job's ``Outbox`` (finished tasks to
-/// route, events, progress) is performed after the lock by one thread at a time, the drainer:
-/// a finished task's callbacks, then its group's, then `allTasksFinished()`, serially (see the
-/// type's documentation).
+/// The doors to the job's state, and routing and draining: what transitions leave in the job's
+/// ``Outbox`` (finished tasks to route, events, progress) is performed after the lock by one
+/// thread at a time, the drainer: a finished task's callbacks, then its group's, then
+/// `allTasksFinished()`, serially (see the type's documentation).
+///
+/// Every transition of the job's state goes through ``withJobState(_:)`` (or its variants
+/// ``withJobState(_:on:_:)`` and ``withJobState(firstBatchOn:_:)``), every read through
+/// ``readJobState(_:)``; only they and the drainer's own locks below take the job's lock
+/// (`.ci/check-transitions` checks it).
 extension JobController {
-  /// Applies `transition` under the job's lock, then drains the outbox if this thread must.
+  /// The door to the job's state: applies `transition` under the job's lock and takes, with the
+  /// same lock, what the state left to do after it (``JobState/AfterLock``); then, with no lock
+  /// held, performs the admission effects and drains if this thread must. So whether a change
+  /// is followed by a drain depends on the state (work in the outbox, nobody draining), never
+  /// on the caller. Called on the drainer's own thread (from a callback, or a batch's work), it
+  /// drains nested, events and progress only (``Outbox/Role/nested``), never a second loop.
   @inline(__always)
   func withJobState<Result>(_ transition: (inout JobState) -> Result) -> Result {
     let thread = currentThreadID()
-    let (result, role) = jobState.withLock { state in
-      (transition(&state), state.claimDrain(on: thread))
-    }
+    let (result, role) = withJobState(.now, on: thread, transition)
     if role != .none {
       drain(role, on: thread)
     }
     return result
+  }
+
+  /// The door, for a caller with actions of its own to perform between the lock and the drain
+  /// (`track` queues the task, a stop cancels its tasks): performs the admission effects and
+  /// returns the claim (``JobState/DrainClaim``), with which the caller then drains
+  /// (``drain(_:on:inTrack:first:)``). After ``JobState/DrainClaim/afterActions`` the role is
+  /// `.none`: the actions claim once carried out.
+  @inline(__always)
+  func withJobState<Result>(
+    _ claim: JobState.DrainClaim, on thread: UInt, _ transition: (inout JobState) -> Result
+  ) -> (result: Result, role: Outbox<TaskNode, PendingJobEvent>.Role) {
+    let (result, after) = jobState.withLock { state in
+      (transition(&state), state.afterTransition(claim, on: thread))
+    }
+    performAdmissionEffects(after.effects)
+    return (result, after.role)
+  }
+
+  /// The door for a finish: as ``withJobState(_:on:_:)`` with ``JobState/DrainClaim/now``, and
+  /// if this thread becomes the drainer, its first batch is taken with the same lock (`nil`:
+  /// there was none, and the drainer was released). The caller drains with it after its actions.
+  @inline(__always)
+  func withJobState<Result>(
+    firstBatchOn thread: UInt, _ transition: (inout JobState) -> Result
+  ) -> (result: Result, role: Outbox<TaskNode, PendingJobEvent>.Role, first: JobState.Drain?) {
+    let (result, after, first) = jobState.withLock { state in
+      let result = transition(&state)
+      let after = state.afterTransition(.now, on: thread)
+      return (result, after, after.role == .drainer ? state.nextDrain(on: thread) : nil)
+    }
+    performAdmissionEffects(after.effects)
+    return (result, after.role, first)
+  }
+
+  /// The read-only door: `read` sees the job's state under its lock, borrowed, so it can call no
+  /// transition. Nothing is performed or drained after it.
+  @inline(__always)
+  func readJobState<Result>(_ read: (borrowing JobState) -> Result) -> Result {
+    jobState.withLock { state in read(state) }
+  }
+
+  /// Carries out what admissions left to do after the lock: schedules refill timers (one per
+  /// group at a time) and resumes the producers waiting for room.
+  func performAdmissionEffects(_ effects: AdmissionEffects?) {
+    guard let effects else { return }
+    performNonEmptyAdmissionEffects(effects)
+  }
+
+  @inline(never)
+  private func performNonEmptyAdmissionEffects(_ effects: AdmissionEffects) {
+    for effect in effects.effects {
+      switch effect {
+      case .refill(let group):
+        scheduleRefill(of: group)
+      case .wake(let waiter, let room):
+        waiter.resume(returning: room)
+      }
+    }
   }
 
   /// Drains as `role` says (see ``Outbox/Role``); `inTrack` for a `track` call of `main()`.
@@ -50,11 +116,13 @@ extension JobController {
     case finished
   }
 
-  /// Asks to drain after a change made without ``withJobState(_:)`` (a stop, once its tasks
-  /// were cancelled).
-  func drainIfIdle() {
+  /// Asks to drain once actions carried out after their transition's lock call for it (a stop's,
+  /// claimed ``JobState/DrainClaim/afterActions``; a task tracked after it finished, routed by
+  /// the same `track` call): the door, with a transition that changes nothing.
+  func drainIfIdle(inTrack: Bool = false) {
     let thread = currentThreadID()
-    drain(jobState.withLock { $0.claimDrain(on: thread) }, on: thread)
+    let (_, role) = withJobState(inTrack ? .inTrack : .now, on: thread) { _ in }
+    drain(role, on: thread, inTrack: inTrack)
   }
 
   /// Performs one batch: events, progress, then its work.
@@ -86,7 +154,6 @@ extension JobController {
     case .step(.finish(let finish)):
       finish.graceTimer?.cancel()
       finish.timeLimitTimer?.cancel()
-      performAdmissionEffects(finish.effects)
       for group in finish.unusedLimits {
         reportMisuse(
           .limitNeverUsed,
@@ -129,10 +196,8 @@ extension JobController {
     let thread = currentThreadID()
     // One lock from the finish to the task's own callback: the finish is booked and, if this
     // thread becomes the drainer, its first batch taken (usually this task, decided already).
-    let (actions, role, first) = jobState.withLock { state in
-      let actions = state.recordFinish(node, at: now, report: report)
-      let role = state.claimDrain(on: thread)
-      return (actions, role, role == .drainer ? state.nextDrain(on: thread) : nil)
+    let (actions, role, first) = withJobState(firstBatchOn: thread) {
+      $0.recordFinish(node, at: now, report: report)
     }
     if let actions {
       if let timeout = actions.timeout {
@@ -141,7 +206,6 @@ extension JobController {
       if !actions.admitted.isEmpty {
         queueAdmitted(actions.admitted)
       }
-      performAdmissionEffects(actions.effects)
     }
     if role == .drainer, first == nil { return }  // nothing left: the drainer was released
     drain(role, on: thread, first: first)
@@ -174,7 +238,7 @@ extension JobController {
   }
 
   func stop(_ reason: JobState.Stop) {
-    perform(jobState.withLock { $0.stop(reason) })
+    perform(withJobState(.afterActions, on: currentThreadID()) { $0.stop(reason) }.result)
   }
 
   /// Why the job stops, to hand down to a task tracked while it stops: the job's own
@@ -182,7 +246,7 @@ extension JobController {
   /// parent's cancel may have recorded one before the stop this job's state recorded), or, if
   /// `performNow` has not recorded one yet, the stop's error.
   func stopReason() -> any Error {
-    adoptCancellationReason(jobState.withLock { $0.phase.stopError })
+    adoptCancellationReason(readJobState { $0.phase.stopError })
   }
 
   /// Carries out a stop that was recorded: now, or, when this thread is carrying out another
@@ -214,7 +278,6 @@ extension JobController {
     for (task, queue) in actions.startsCancelled {
       startWithoutRunning(task, orQueueOn: queue)
     }
-    performAdmissionEffects(actions.effects)
     drainIfIdle()
   }
 
@@ -274,7 +337,7 @@ extension JobController {
   private func failure(of task: Operation, node: TaskNode) -> TaskFailure? {
     // Under the lock (a rare path: a timed-out task, or a retry a stop ended): a retry's timer
     // thread may still be asking the node's state.
-    if jobState.withLock({ $0.timedOut(node) }) {
+    if readJobState({ $0.timedOut(node) }) {
       return TaskFailure(task: task, error: JobKitError.timedOut(task))
     }
     guard let operation = task as? ConcurrentOperation, let error = operation.error else { return nil }

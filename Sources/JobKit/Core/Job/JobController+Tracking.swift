@@ -33,21 +33,20 @@ extension JobController {
 
   /// `track`, for a task that `waitsForDependencies` (it is not queued now) or
   /// `waitsForAdmission` (it enters the job's admission line once observed, see
-  /// `trackForAdmission`).
+  /// `trackForAdmission`). Inlined: on the hot path it is `trackAndQueue`'s whole work, which
+  /// the optimizer would otherwise call out of line.
+  @inline(__always)
   func track(
     _ task: Operation, node: TaskNode, queue: OperationQueue?, replacing previous: TaskNode?,
     waitsForDependencies: Bool, bounded: Bool = false, waitsForAdmission: Bool = false,
     notes: inout TrackingNotes
   ) -> TaskNode? {
     let thread = currentThreadID()
-    let (outcome, role, suspended) = jobState.withLock { state in
+    let ((outcome, suspended), role) = withJobState(.inTrack, on: thread) { state in
       let outcome = state.track(
         task, node: node, queue: queue, replacing: previous, waitsForDependencies: waitsForDependencies,
         bounded: bounded, waitsForAdmission: waitsForAdmission)
-      return (
-        outcome, state.claimDrain(on: thread, inTrack: true),
-        waitsForAdmission && state.suspension.concernsNewChildren
-      )
+      return (outcome, waitsForAdmission && state.suspension.concernsNewChildren)
     }
     notes.jobSuspended = suspended
     var tracked: TaskNode?
@@ -104,11 +103,7 @@ extension JobController {
           enterAdmission(node, queue: queue)
         }
         if waitsForSlot, mayQueue, let queue {
-          let (admitted, effects) = jobState.withLock { state in
-            (state.admitOrWait(node, queue: queue), state.takeAdmissionEffects())
-          }
-          performAdmissionEffects(effects)
-          if admitted {
+          if withJobState({ $0.admitOrWait(node, queue: queue) }) {
             enqueue(task, on: queue)
           }
         }
@@ -117,7 +112,7 @@ extension JobController {
     }
     if role == .none, routesAgain {
       // The task that had finished before it was tracked is routed in this call too.
-      drain(jobState.withLock { $0.claimDrain(on: thread, inTrack: true) }, on: thread, inTrack: true)
+      drainIfIdle(inTrack: true)
     } else {
       drain(role, on: thread, inTrack: true)
     }

@@ -194,7 +194,7 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// for that group. Safe from any thread; set it before the group's tasks finish. The job drops
   /// its handlers when it finishes.
   public func setCompletion<T: Operation>(forGroup group: T.Type, _ handler: @escaping @Sendable () -> Void) {
-    let replaced = jobState.withLock { $0.replaceCompletion(forGroup: group, with: handler) }
+    let replaced = withJobState { $0.replaceCompletion(forGroup: group, with: handler) }
     // Released after the lock: the old handler may hold the last reference to a user's object.
     _ = replaced
   }

@@ -12,15 +12,11 @@ final class JobFinish {
   /// The armed timer of the job's time limit, to cancel.
   let timeLimitTimer: (any JobTimer)?
   let droppedGroups: [TaskTypeEntry]
-  /// Producers waiting for room, told that the job finished.
-  let effects: AdmissionEffects?
 
   init(
     error: (any Error)?, stop: JobStop? = nil, graceTimer: (any JobTimer)? = nil,
-    timeLimitTimer: (any JobTimer)? = nil,
-    droppedGroups: [TaskTypeEntry] = [], effects: AdmissionEffects? = nil
+    timeLimitTimer: (any JobTimer)? = nil, droppedGroups: [TaskTypeEntry] = []
   ) {
-    self.effects = effects
     self.error = error
     self.stop = stop
     self.graceTimer = graceTimer

@@ -15,11 +15,14 @@ final class JobGuarded<Value>: @unchecked Sendable {
 
 extension JobController {
   /// Applies `transition` to the job's state and `guarded` (a value of this job's) under the
-  /// job's lock. Does not drain: for transitions that leave the outbox as it was.
+  /// job's lock, through the job's door (``JobController/withJobState(_:)``): what the job's
+  /// state left to do after it is done after the lock, as for any transition. Inlined: out of
+  /// line, a group's transition closure would retain what it captures (per routed task).
+  @inline(__always)
   func withJobLock<Value, Result>(
     _ guarded: JobGuarded<Value>, _ transition: (inout JobState, inout Value) -> Result
   ) -> Result {
-    jobState.withLock { state in transition(&state, &guarded.value) }
+    withJobState { state in transition(&state, &guarded.value) }
   }
 }
 

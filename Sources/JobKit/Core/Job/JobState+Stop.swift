@@ -24,8 +24,6 @@ extension JobState {
     /// The error of a failing stop (a `fail(_:)`, a `.failFast` failure, a time limit): the
     /// caller records it as the job's `cancellationReason` and hands it down to what it cancels.
     var reason: (any Error)?
-    /// Producers waiting for room, woken by the stop (their tasks are tracked and cancelled).
-    var effects: AdmissionEffects?
   }
 
   /// Stops the job (first reason wins). Returns what the caller must cancel or release.
@@ -34,8 +32,9 @@ extension JobState {
     guard phase.recordStop(reason) else { return actions }
     if case .failed(let error) = reason { actions.reason = error }
     (actions.admitted, actions.released) = endSuspensionForStop()
+    // Producers waiting for room are woken (their tasks are tracked and cancelled): admission
+    // effects, which the door takes with this lock.
     actions.admitted += dropRateLimitsForStop()
-    actions.effects = takeAdmissionEffects()
     actions.armsGrace = cancellationGracePeriod != nil && !registry.isEmpty
     for node in registry.nodes {
       switch node.state.stop() {

@@ -183,13 +183,10 @@ struct JobState {
     let admitted: [Admission]
     /// The task's armed timeout, to cancel.
     let timeout: (any JobTimer)?
-    /// Refills to schedule and producers to wake (rate limits, bounds).
-    let effects: AdmissionEffects?
 
-    init(admitted: [Admission], timeout: (any JobTimer)?, effects: AdmissionEffects? = nil) {
+    init(admitted: [Admission], timeout: (any JobTimer)?) {
       self.admitted = admitted
       self.timeout = timeout
-      self.effects = effects
     }
   }
 
@@ -205,7 +202,7 @@ struct JobState {
     outbox.route(node)
     guard release.slot || release.box != nil || release.leftLine else { return nil }
     let admitted = giveBack(release, of: node)
-    return FinishActions(admitted: admitted, timeout: release.timer, effects: takeAdmissionEffects())
+    return FinishActions(admitted: admitted, timeout: release.timer)
   }
 
   enum RoutingDecision {
@@ -366,6 +363,6 @@ struct JobState {
     self.graceTimer = nil
     return JobFinish(
       error: error, stop: stop, graceTimer: graceTimer, timeLimitTimer: timeLimit.end(),
-      droppedGroups: droppedGroups, effects: takeAdmissionEffects())
+      droppedGroups: droppedGroups)
   }
 }

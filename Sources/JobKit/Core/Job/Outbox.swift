@@ -3,9 +3,10 @@ import Foundation
 /// What a job's transitions leave to be done once its lock is released (tasks to route, events
 /// to deliver, progress to publish), and who does it: one thread at a time, the drainer.
 ///
-/// Transitions append to it under the job's lock. Afterwards the thread that changed the state
-/// asks ``claim(by:mayRoute:extra:)``: if nobody drains and there is something it may do, it becomes the
-/// drainer and loops: take a batch under the lock, release it, perform the batch, repeat, until
+/// Transitions append to it under the job's lock. With the same lock, the job's door
+/// (`JobController.withJobState`) asks ``claim(by:mayRoute:extra:)`` for the thread that changed
+/// the state: if nobody drains and there is something it may do, it becomes the drainer and
+/// loops: take a batch under the lock, release it, perform the batch, repeat, until
 /// ``take(mayRoute:)`` finds nothing and releases the drainer. Everything a drainer performs is
 /// performed in the order it was appended, and exactly once.
 ///
@@ -159,9 +160,62 @@ extension JobState {
 
   /// After a transition on `thread`: whether it drains now, and how (see ``Outbox/claim``).
   /// `inTrack`: asked by a `track` call, which is where `main()`'s thread routes while it runs.
+  /// Out of line: every door asks it, and would grow with it inlined.
+  @inline(never)
   mutating func claimDrain(on thread: UInt, inTrack: Bool = false) -> Outbox<TaskNode, PendingJobEvent>.Role {
+    // A thread drains already (usually this one, a door inside a callback): whether this thread
+    // may route, and whether a step is due, do not matter then.
+    guard case .idle = outbox.drainer else { return outbox.claim(by: thread, mayRoute: false) }
     let routes = phase.routes(for: thread, inTrack: inTrack)
     return outbox.claim(by: thread, mayRoute: routes, extra: hasStepDue)
+  }
+
+  /// When the job's door (`JobController.withJobState`) asks to drain after a transition.
+  enum DrainClaim {
+    /// With the transition's lock: the thread drains after it if nobody does and there is work
+    /// it may do.
+    case now
+    /// As `now`, for a `track` call, where `main()`'s thread routes while `main()` runs.
+    case inTrack
+    /// Not now: the transition's actions end with a claim of their own once carried out (a
+    /// stop's, after its tasks were cancelled, which may be later on the thread's stop
+    /// trampoline: see `Trampoline`).
+    case afterActions
+  }
+
+  /// What the job's state left to do once a transition's lock is released, taken by the door
+  /// with that lock: the admission effects, and whether this thread drains, and how.
+  struct AfterLock {
+    var role: Outbox<TaskNode, PendingJobEvent>.Role
+    /// Refills to schedule and producers to wake (usually `nil`).
+    var effects: AdmissionEffects?
+  }
+
+  /// The admission effects left to do after the lock (usually none: `nil`), taken once.
+  mutating func takeAdmissionEffects() -> AdmissionEffects? {
+    guard !admissionEffects.isEmpty else { return nil }
+    return takeNonEmptyAdmissionEffects()
+  }
+
+  /// Out of line: the door and the drain, which ask after every transition and batch, stay small.
+  @inline(never)
+  private mutating func takeNonEmptyAdmissionEffects() -> AdmissionEffects {
+    exchange(&admissionEffects, with: AdmissionEffects())
+  }
+
+  /// Takes, right after a transition on `thread`, what it left to do after the lock (see
+  /// ``AfterLock``); the claim as `claim` says.
+  @inline(__always)
+  mutating func afterTransition(_ claim: DrainClaim, on thread: UInt) -> AfterLock {
+    let effects = takeAdmissionEffects()
+    switch claim {
+    case .now:
+      return AfterLock(role: claimDrain(on: thread, inTrack: false), effects: effects)
+    case .inTrack:
+      return AfterLock(role: claimDrain(on: thread, inTrack: true), effects: effects)
+    case .afterActions:
+      return AfterLock(role: .none, effects: effects)
+    }
   }
 
   /// For the drainer on `thread`: the next batch, or `nil` when nothing is left (the outbox then
@@ -257,5 +311,30 @@ final class Deliveries {
     self.progress = progress
     self.effects = effects
     self.released = released
+  }
+}
+
+/// What admission transitions leave to do after the lock, besides queueing the admitted tasks,
+/// in the order they left it: refill timers of rate-limited groups to schedule, producers
+/// waiting for room to resume. Empty, and free, unless those are used; one array, so that the
+/// job's door (`JobController.withJobState`) asks whether there is any with one field test.
+struct AdmissionEffects {
+  enum Effect {
+    /// Schedule the group's next refill on the job's clock.
+    case refill(TaskTypeEntry)
+    /// Resume a producer waiting for room: `true`, look again; `false`, the job finished.
+    case wake(CheckedContinuation<Bool, Never>, room: Bool)
+  }
+
+  private(set) var effects: [Effect] = []
+
+  var isEmpty: Bool { effects.isEmpty }
+
+  mutating func refill(_ group: TaskTypeEntry) {
+    effects.append(.refill(group))
+  }
+
+  mutating func wake(_ waiter: CheckedContinuation<Bool, Never>, room: Bool) {
+    effects.append(.wake(waiter, room: room))
   }
 }

@@ -37,10 +37,10 @@ extension JobController: ProgressReporting {
   /// to (see `NestedJobFollower`).
   func events(following follower: (any NestedJobFollower)?) -> AsyncStream<JobEvent> {
     let (stream, continuation) = AsyncStream.makeStream(of: JobEvent.self)
-    if let id = jobState.withLock({ $0.addListener(continuation, follower: follower) }) {
+    if let id = withJobState({ $0.addListener(continuation, follower: follower) }) {
       continuation.onTermination = { [weak self] _ in
         // The follower is released here, after the lock.
-        _ = self?.jobState.withLock { $0.removeListener(id) }
+        _ = self?.withJobState { $0.removeListener(id) }
       }
     } else {
       continuation.finish()
@@ -67,7 +67,7 @@ extension JobController: ProgressReporting {
   /// On Apple platforms, KVO observers of this object run on the thread that publishes, with no
   /// JobKit lock held.
   public var progress: Progress {
-    if let existing = jobState.withLock({ $0.progress.progress }) { return existing }
+    if let existing = readJobState({ $0.progress.progress }) { return existing }
     let created = Progress(parent: nil, userInfo: nil)
     return withJobState { $0.installProgress(created) }
   }
@@ -106,7 +106,7 @@ extension JobController: ProgressReporting {
   /// fraction the caller adds (each counts up to one task of `total`).
   private func fractionParts() -> (done: Double, total: Double?, nested: [JobController]) {
     _ = progress
-    let (completed, total, finished, reporters) = jobState.withLock { $0.progress.fractionInputs }
+    let (completed, total, finished, reporters) = readJobState { $0.progress.fractionInputs }
     if finished { return (1, nil, []) }
     guard total > 0 else { return (0, nil, []) }
     var done = Double(completed)
@@ -125,7 +125,7 @@ extension JobController: ProgressReporting {
   /// The text of ``JobController/debugDescription``.
   func debugText() -> String {
     let queued = state.withLock { $0.queueClaimed }
-    let summary = jobState.withLock { $0.debugSummary(queued: queued) }
+    let summary = readJobState { $0.debugSummary(queued: queued) }
     var lines = ["<\(type(of: self)) \(summary.phase), \(summary.unfinished) unfinished task(s)"]
     for group in summary.groups {
       var line = "  \(group.name): \(group.unfinished) unfinished"

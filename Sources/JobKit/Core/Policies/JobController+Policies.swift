@@ -4,8 +4,8 @@ extension JobController {
   /// What the job does when a task fails. Default ``FailurePolicy/ignore``. Safe to set from any
   /// thread; it applies to failures routed after the change (set it in `main()` or before).
   public var failurePolicy: FailurePolicy {
-    get { jobState.withLock { $0.failurePolicy } }
-    set { jobState.withLock { $0.setFailurePolicy(newValue) } }
+    get { readJobState { $0.failurePolicy } }
+    set { withJobState { $0.setFailurePolicy(newValue) } }
   }
 
   /// The clock retry delays and timeouts wait on. Default ``DispatchJobClock`` (real time).
@@ -14,9 +14,9 @@ extension JobController {
   /// retry or timeout test neither waits nor depends on timing. Safe to set from any thread; it
   /// applies to delays and timeouts armed after the change (set it before starting the job).
   public var clock: any JobClock {
-    get { jobState.withLock { $0.clock } }
+    get { readJobState { $0.clock } }
     set {
-      let replaced = jobState.withLock { $0.replaceClock(with: newValue) }
+      let replaced = withJobState { $0.replaceClock(with: newValue) }
       _ = replaced  // released after the lock: it may be the user's clock
     }
   }
@@ -25,7 +25,7 @@ extension JobController {
   /// ``failurePolicy``. A retried task appears only if its last attempt failed; tasks the job
   /// cancelled itself are not listed. Safe to read from any thread.
   public var failures: [TaskFailure] {
-    jobState.withLock { $0.failures }
+    readJobState { $0.failures }
   }
 
   /// Lets at most `limit` tasks of dynamic type `group` that the job queues (`trackAndQueue…`)
@@ -45,9 +45,7 @@ extension JobController {
         .invalidLimit, "setMaxConcurrentTasks(\(limit), forGroup: \(group)) needs a limit of 1 or more; ignored")
       return
     }
-    let (admitted, effects) = jobState.withLock { ($0.setLimit(limit, for: group), $0.takeAdmissionEffects()) }
-    performAdmissionEffects(effects)
-    queueAdmitted(admitted)
+    queueAdmitted(withJobState { $0.setLimit(limit, for: group) })
   }
 
   /// Tracks `task`, adds it to ``taskQueue`` and cancels it if it still runs after `timeout`. A
@@ -93,20 +91,18 @@ extension JobController {
     else { return false }
     // `timing` never changes once the node is published: read it without the lock.
     let now = node.timing != nil ? ContinuousClock.now : nil
-    let (began, effects) = jobState.withLock { ($0.beginRetry(of: node, at: now), $0.takeAdmissionEffects()) }
-    performAdmissionEffects(effects)
-    guard let (admitted, timeout) = began else { return false }
+    guard let (admitted, timeout) = withJobState({ $0.beginRetry(of: node, at: now) }) else { return false }
     timeout?.cancel()
     queueAdmitted(admitted)
     var generator = SystemRandomNumberGenerator()
     let delay = retry.policy.delay(beforeAttempt: retry.number + 1, using: &generator)
     // Weak: a timer that outlives the job (a clock may hold cancelled timers) must not keep it.
     let timer = clock.schedule(after: delay) { [weak self, weak node] in
-      guard let self, let node, let claimed = self.jobState.withLock({ $0.claimRetry(of: node) }) else { return }
+      guard let self, let node, let claimed = self.withJobState({ $0.claimRetry(of: node) }) else { return }
       _ = claimed  // the delay's timer, released after the lock
       retry.trackNext(node)
     }
-    if !jobState.withLock({ $0.retryScheduled(timer, for: node) }) {
+    if !withJobState({ $0.retryScheduled(timer, for: node) }) {
       timer.cancel()
     }
     return true
@@ -115,7 +111,7 @@ extension JobController {
   /// Why `node`'s finished attempt failed, if it may be retried: its timeout expired, or it is a
   /// ``ConcurrentOperation`` that finished with an error other than a cancel.
   private func retryableError(of node: TaskNode) -> (any Error)? {
-    if jobState.withLock({ $0.timedOut(node) }) {
+    if readJobState({ $0.timedOut(node) }) {
       return JobKitError.timedOut(node.operation)
     }
     guard let error = (node.operation as? ConcurrentOperation)?.error, !(error is CancellationError),
@@ -127,15 +123,15 @@ extension JobController {
   /// Arms a timeout for `node` on the job's clock: if its task still runs after `timeout`, it is
   /// cancelled and counts as failed with ``JobKitError/Code/timedOut``.
   func armTimeout(_ timeout: Duration, for node: TaskNode) {
-    guard jobState.withLock({ $0.armTimeout(for: node) }) else { return }
+    guard withJobState({ $0.armTimeout(for: node) }) else { return }
     let timer = clock.schedule(after: timeout) { [weak self, weak node] in
       // Ask the task whether it finished with no lock held (`isFinished` may be overridden).
-      guard let self, let node, let task = self.jobState.withLock({ $0.armedTask(of: node) }), !task.isFinished,
-        let expired = self.jobState.withLock({ $0.timeoutExpired(for: node) })
+      guard let self, let node, let task = self.readJobState({ $0.armedTask(of: node) }), !task.isFinished,
+        let expired = self.withJobState({ $0.timeoutExpired(for: node) })
       else { return }
       expired.task.cancel(handingDown: JobKitError.timedOut(expired.task))
     }
-    if !jobState.withLock({ $0.timeoutScheduled(timer, for: node) }) {
+    if !withJobState({ $0.timeoutScheduled(timer, for: node) }) {
       timer.cancel()
     }
   }
@@ -166,26 +162,26 @@ extension JobController {
   ///
   /// Safe to set from any thread; it applies to stops after the change.
   public var cancellationGracePeriod: Duration? {
-    get { jobState.withLock { $0.cancellationGracePeriod } }
-    set { jobState.withLock { $0.setCancellationGracePeriod(newValue) } }
+    get { readJobState { $0.cancellationGracePeriod } }
+    set { withJobState { $0.setCancellationGracePeriod(newValue) } }
   }
 
   /// The job just stopped with tasks still tracked: schedules the grace period on its clock.
   func armCancellationGrace() {
-    let (period, clock) = jobState.withLock { ($0.cancellationGracePeriod, $0.clock) }
+    let (period, clock) = readJobState { ($0.cancellationGracePeriod, $0.clock) }
     guard let period else { return }
     // Weak: a clock may hold the timer after the job finished; it must not keep the job.
     let timer = clock.schedule(after: period) { [weak self] in
       self?.reportUnfinishedAfterGrace(period)
     }
-    if !jobState.withLock({ $0.graceScheduled(timer) }) {
+    if !withJobState({ $0.graceScheduled(timer) }) {
       timer.cancel()
     }
   }
 
   private func reportUnfinishedAfterGrace(_ period: Duration) {
     // `isFinished` and `name` may be overridden: ask them with no lock held.
-    let unfinished = jobState.withLock { $0.graceEnded() }.filter { !$0.isFinished }
+    let unfinished = withJobState { $0.graceEnded() }.filter { !$0.isFinished }
     guard !unfinished.isEmpty else { return }
     let shown = unfinished.prefix(10).map { task in
       task.name.map { "\(type(of: task)) \"\($0)\"" } ?? "\(type(of: task))"
@@ -207,10 +203,7 @@ extension JobController {
   /// Applies change number `generation` of the job's suspension: queues the tasks a resume lets
   /// go, and tells the children if this thread becomes their deliverer.
   func applyJobSuspension(_ isSuspended: Bool, generation: UInt64) {
-    let (actions, refills) = jobState.withLock {
-      ($0.setSuspended(isSuspended, generation: generation), $0.takeAdmissionEffects())
-    }
-    performAdmissionEffects(refills)
+    let actions = withJobState { $0.setSuspended(isSuspended, generation: generation) }
     if !actions.admitted.isEmpty {
       queueAdmitted(actions.admitted)
     }
@@ -223,7 +216,7 @@ extension JobController {
   /// (`Trampoline.carryOut(_:)`), so a tree of nested jobs is suspended in constant stack; the
   /// last step looks again, until the children were told the latest state.
   private func deliverSuspensionToChildren() {
-    guard let (suspend, children) = jobState.withLock({ $0.nextChildDelivery() }) else { return }
+    guard let (suspend, children) = withJobState({ $0.nextChildDelivery() }) else { return }
     var steps: [() -> Void] = children.map { child in
       suspend ? { child.suspend() } : { child.resume() }
     }

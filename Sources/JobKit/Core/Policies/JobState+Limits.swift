@@ -73,12 +73,12 @@ extension JobState {
     -> UInt64?
   {
     guard !phase.isFinished else {
-      admissionEffects.wakes.append((continuation, false))
+      admissionEffects.wake(continuation, room: false)
       return nil
     }
     let group = registry.group(for: type)
     guard group.bound != nil, group.limit != nil || group.rate != nil, !hasRoomUnderBound(group) else {
-      admissionEffects.wakes.append((continuation, true))
+      admissionEffects.wake(continuation, room: true)
       return nil
     }
     return group.bound?.addWaiter(continuation)
@@ -95,7 +95,7 @@ extension JobState {
   mutating func wakeIfRoom(in group: TaskTypeEntry) {
     guard group.bound?.hasWaiters == true, hasRoomUnderBound(group) else { return }
     for waiter in group.bound?.takeWaiters() ?? [] {
-      admissionEffects.wakes.append((waiter, true))
+      admissionEffects.wake(waiter, room: true)
     }
   }
 
@@ -103,13 +103,13 @@ extension JobState {
   mutating func wakeProducersForFinish(_ groups: [TaskTypeEntry]) {
     for group in groups where group.bound?.hasWaiters == true {
       for waiter in group.bound?.takeWaiters() ?? [] {
-        admissionEffects.wakes.append((waiter, false))
+        admissionEffects.wake(waiter, room: false)
       }
     }
   }
 
   /// Sets a group's rate limit. Returns the waiting tasks it admits, to be queued by the
-  /// caller, who also takes the ``takeAdmissionEffects()`` with the same lock.
+  /// caller; the refill it starts is an admission effect (``takeAdmissionEffects()``).
   mutating func setRateLimit(tasksPerSecond: Double, burst: Int, for type: Operation.Type) -> [Admission] {
     let group = registry.group(for: type)
     group.rate = RateLimit(tasksPerSecond: tasksPerSecond, burst: burst, replacing: group.rate)
@@ -128,22 +128,10 @@ extension JobState {
     return (admitted, again)
   }
 
-  /// What the caller does after the lock besides queueing (usually nothing: `nil`).
-  mutating func takeAdmissionEffects() -> AdmissionEffects? {
-    guard !admissionEffects.isEmpty else { return nil }
-    return takeNonEmptyAdmissionEffects()
-  }
-
-  /// Out of line: the drain and the admissions, which ask on every task, stay small.
-  @inline(never)
-  private mutating func takeNonEmptyAdmissionEffects() -> AdmissionEffects {
-    exchange(&admissionEffects, with: AdmissionEffects())
-  }
-
   /// A token was taken or a task lines up: `group`'s bucket needs its refill timer if none runs.
   private mutating func startRefillIfNeeded(of group: TaskTypeEntry) {
     if group.rate?.startRefill(waiting: group.waitingCount > 0) == true {
-      admissionEffects.refills.append(group)
+      admissionEffects.refill(group)
     }
   }
 
@@ -154,7 +142,7 @@ extension JobState {
     var admitted: [Admission] = []
     for group in registry.groups.values where group.bound?.hasWaiters == true {
       for waiter in group.bound?.takeWaiters() ?? [] {
-        admissionEffects.wakes.append((waiter, true))
+        admissionEffects.wake(waiter, room: true)
       }
     }
     for group in registry.groups.values where group.rate != nil {

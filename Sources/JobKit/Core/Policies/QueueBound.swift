@@ -51,16 +51,6 @@ struct QueueBound {
   }
 }
 
-/// What admission transitions leave to do after the lock, besides queueing the admitted tasks:
-/// refill timers of rate-limited groups to schedule, producers waiting for room to resume
-/// (`true`: look again; `false`: the job finished). Empty, and free, unless those are used.
-struct AdmissionEffects {
-  var refills: [TaskTypeEntry] = []
-  var wakes: [(CheckedContinuation<Bool, Never>, Bool)] = []
-
-  var isEmpty: Bool { refills.isEmpty && wakes.isEmpty }
-}
-
 /// Backpressure: a bound on the tasks waiting behind a group's limits, a `track` that refuses
 /// at the bound, and a wait for room.
 extension JobController {
@@ -79,11 +69,7 @@ extension JobController {
       reportMisuse(.invalidLimit, "setMaxQueuedTasks(\(count), forGroup: \(group)) needs a count of 0 or more; ignored")
       return
     }
-    performAdmissionEffects(
-      jobState.withLock { state in
-        state.setMaxQueued(count, for: group)
-        return state.takeAdmissionEffects()
-      })
+    withJobState { $0.setMaxQueued(count, for: group) }
   }
 
   /// As ``trackAndQueue(_:completion:)``, unless the task's group has as many tasks waiting as
@@ -123,20 +109,16 @@ extension JobController {
     let id = LockedBox<UInt64?>(nil)
     let room = await withTaskCancellationHandler {
       await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-        let (waiter, effects) = jobState.withLock { state in
-          (state.waitForRoom(in: group, continuation), state.takeAdmissionEffects())
-        }
+        let waiter = withJobState { $0.waitForRoom(in: group, continuation) }
         id.withLock { $0 = waiter }
-        performAdmissionEffects(effects)
         // Cancelled before the waiter was registered: `onCancel` found no id to withdraw.
-        if let waiter, Task.isCancelled, let withdrawn = jobState.withLock({ $0.cancelWaitForRoom(in: group, waiter) })
-        {
+        if let waiter, Task.isCancelled, let withdrawn = withJobState({ $0.cancelWaitForRoom(in: group, waiter) }) {
           withdrawn.resume(returning: true)
         }
       }
     } onCancel: {
       let withdrawn = id.withLock { $0 }.flatMap { waiter in
-        jobState.withLock { $0.cancelWaitForRoom(in: group, waiter) }
+        withJobState { $0.cancelWaitForRoom(in: group, waiter) }
       }
       withdrawn?.resume(returning: true)
     }

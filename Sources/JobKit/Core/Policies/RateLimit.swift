@@ -78,39 +78,18 @@ extension JobController {
           + "a burst of 1 or more; ignored")
       return
     }
-    let (admitted, effects) = jobState.withLock {
-      ($0.setRateLimit(tasksPerSecond: tasksPerSecond, burst: burst, for: group), $0.takeAdmissionEffects())
-    }
-    performAdmissionEffects(effects)
-    queueAdmitted(admitted)
+    queueAdmitted(withJobState { $0.setRateLimit(tasksPerSecond: tasksPerSecond, burst: burst, for: group) })
   }
 
-  /// Carries out what admissions left to do after the lock: schedules refill timers (one per
-  /// group at a time) and resumes the producers waiting for room.
-  func performAdmissionEffects(_ effects: AdmissionEffects?) {
-    guard let effects else { return }
-    performNonEmptyAdmissionEffects(effects)
-  }
-
-  @inline(never)
-  private func performNonEmptyAdmissionEffects(_ effects: AdmissionEffects) {
-    for group in effects.refills {
-      scheduleRefill(of: group)
-    }
-    for (waiter, room) in effects.wakes {
-      waiter.resume(returning: room)
-    }
-  }
-
-  private func scheduleRefill(of group: TaskTypeEntry) {
-    let (clock, interval) = jobState.withLock { ($0.clock, group.rate?.interval) }
+  /// Schedules `group`'s next refill on the job's clock (an admission effect).
+  func scheduleRefill(of group: TaskTypeEntry) {
+    let (clock, interval) = readJobState { ($0.clock, group.rate?.interval) }
     guard let interval else { return }
     // Weak: a clock may hold the timer after the job finished; it must not keep the job. The
     // group entry is held: the timer refills its bucket.
     _ = clock.schedule(after: interval) { [weak self] in
       guard let self else { return }
-      let (refilled, effects) = self.jobState.withLock { ($0.refill(group), $0.takeAdmissionEffects()) }
-      self.performAdmissionEffects(effects)
+      let refilled = self.withJobState { $0.refill(group) }
       self.queueAdmitted(refilled.admitted)
       if refilled.again {
         self.scheduleRefill(of: group)

@@ -99,13 +99,13 @@ extension JobController {
   /// Set it before the job starts: a change after the start is reported as
   /// ``JobKitError/Code/invalidLimit`` and ignored, as is a negative limit. Safe from any thread.
   public var timeLimit: Duration? {
-    get { jobState.withLock { $0.timeLimit.limit } }
+    get { readJobState { $0.timeLimit.limit } }
     set {
       if let newValue, newValue < .zero {
         reportMisuse(.invalidLimit, "timeLimit was set to \(newValue), which is negative; ignored")
         return
       }
-      if !jobState.withLock({ $0.setTimeLimit(newValue) }) {
+      if !withJobState({ $0.setTimeLimit(newValue) }) {
         reportMisuse(.invalidLimit, "timeLimit was set after the job started; set it before the start; ignored")
       }
     }
@@ -113,11 +113,11 @@ extension JobController {
 
   /// The job started with a time limit: schedules its expiry on the job's clock.
   func armTimeLimit(_ limit: Duration) {
-    let clock = jobState.withLock { $0.clock }
+    let clock = readJobState { $0.clock }
     // Weak: a clock may hold the timer after the job finished; it must not keep the job.
     let timer = clock.schedule(after: limit) { [weak self] in
       guard let self else { return }
-      let (ranOut, fired, followers) = self.jobState.withLock { $0.timeLimitFired() }
+      let (ranOut, fired, followers) = self.withJobState { $0.timeLimitFired() }
       _ = fired  // released after the lock
       guard ranOut else { return }
       // A timeline marks the moment (the events show only the stop's effects, later).
@@ -129,7 +129,7 @@ extension JobController {
       }
       self.fail(JobKitError(.timeLimitExceeded, message: "\(type(of: self)) ran out of its time limit of \(limit)"))
     }
-    if !jobState.withLock({ $0.timeLimitScheduled(timer) }) {
+    if !withJobState({ $0.timeLimitScheduled(timer) }) {
       timer.cancel()
     }
   }

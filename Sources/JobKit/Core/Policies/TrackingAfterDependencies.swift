@@ -65,7 +65,7 @@ extension JobController {
     else { return false }
     // Read with a window open (the job remembers what it routes meanwhile): a dependency not
     // finished now is tracked (and routed later, or meanwhile) or not tracked yet.
-    let window = jobState.withLock { $0.openDependencyWindow() }
+    let window = withJobState { $0.openDependencyWindow() }
     let named = dependencies.map { dependency in
       TaskDependencies<TaskNode, DependencyWait>.Named(
         key: ObjectIdentifier(dependency), object: dependency, finishedBefore: dependency.isFinished)
@@ -114,7 +114,7 @@ extension JobController {
       }
       switch wait.target {
       case .queue(let queue):
-        if jobState.withLock({ $0.admitOrWait(release.node, queue: queue) }) {
+        if withJobState({ $0.admitOrWait(release.node, queue: queue) }) {
           enqueue(task, on: queue)
         }
       case .gate(let gate):

@@ -28,7 +28,7 @@ extension JobController {
 
   /// `node`, tracked for admission, is observed now: it enters the line, or goes on at once.
   func enterAdmission(_ node: TaskNode, queue: OperationQueue) {
-    if let exit = jobState.withLock({ $0.enterAdmission(node, queue: queue) }) {
+    if let exit = withJobState({ $0.enterAdmission(node, queue: queue) }) {
       performAdmissionExit(exit)
     }
   }
@@ -48,7 +48,7 @@ extension JobController {
         admitAfterAdmission(batch)
       }
       guard batch.count >= JobAdmission.exitBatch else { return }
-      batch = jobState.withLock { $0.admissionExitsFromLine() }
+      batch = withJobState { $0.admissionExitsFromLine() }
     }
   }
 
@@ -75,10 +75,6 @@ extension JobController {
 
   /// The exits that were not ready ask their group for a slot; those admitted are queued.
   private func admitAfterAdmission(_ exits: [AdmissionExit]) {
-    let (admitted, effects) = jobState.withLock { state in
-      (state.admitAfterAdmission(exits), state.takeAdmissionEffects())
-    }
-    performAdmissionEffects(effects)
-    queueAdmitted(admitted)
+    queueAdmitted(withJobState { $0.admitAfterAdmission(exits) })
   }
 }

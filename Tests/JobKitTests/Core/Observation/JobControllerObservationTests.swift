@@ -106,7 +106,7 @@ struct JobControllerObservationTests {
       for _ in 0..<100 { job.trackAndQueue(InstantTask()) }
     }
     try await job.run()
-    #expect(job.jobState.withLock { $0.listeners.isEmpty })
+    #expect(job.readJobState { $0.listeners.isEmpty })
   }
 
   @Test func progressGrowsWithTaskNodesAndCountsRoutedOnes() async throws {
