@@ -103,15 +103,7 @@ public final class CommandMap: Sendable {
   ///   - concurrent: `true` to start all commands of one dispatch together (its job then
   ///     finishes when all finished), `false` to run them one after another in priority order.
   public init(queue: OperationQueue? = nil, concurrent: Bool) {
-    if let queue {
-      self.queueOfCommands = queue
-      self.privateQueue = nil
-    } else {
-      let queue = OperationQueue()
-      queue.name = "JobKit.CommandMap.queue"
-      self.queueOfCommands = queue
-      self.privateQueue = PrivateTaskQueue.make()
-    }
+    (queueOfCommands, privateQueue) = PrivateTaskQueue.queue(given: queue, name: "JobKit.CommandMap.queue")
     self.isConcurrent = concurrent
   }
 

@@ -87,15 +87,8 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// Creates a job whose tasks run on ``defaultTaskQueue`` if one is set, else on a concurrent
   /// queue the job owns.
   public override init() {
-    if let queue = JobController.defaultTaskQueue {
-      self.queueOfTasks = queue
-      self.privateTaskQueue = nil
-    } else {
-      let queue = OperationQueue()
-      queue.name = "JobKit.JobController.taskQueue"
-      self.queueOfTasks = queue
-      self.privateTaskQueue = PrivateTaskQueue.make()
-    }
+    (queueOfTasks, privateTaskQueue) = PrivateTaskQueue.queue(
+      given: JobController.defaultTaskQueue, name: "JobKit.JobController.taskQueue")
     super.init()
   }
 

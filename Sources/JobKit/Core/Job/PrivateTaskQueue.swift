@@ -22,6 +22,17 @@ final class PrivateTaskQueue: ManagedBuffer<Void, Int> {
     return unsafeDowncast(buffer, to: PrivateTaskQueue.self)
   }
 
+  /// The task queue of a new job or map: `given` (seen by whoever gave it: no flag), or, if none,
+  /// a new concurrent queue named `name` with a new flag of its own.
+  static func queue(given: OperationQueue?, name: String) -> (OperationQueue, PrivateTaskQueue?) {
+    if let given {
+      return (given, nil)
+    }
+    let queue = OperationQueue()
+    queue.name = name
+    return (queue, make())
+  }
+
   /// Whether anyone but the job may have seen the queue.
   var isExposed: Bool {
     withUnsafeMutablePointerToElements { cjobkit_atomic_load($0) != 0 }
