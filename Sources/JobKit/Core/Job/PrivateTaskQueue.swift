@@ -11,8 +11,8 @@ import Foundation
 /// `queuePriority` only orders operations that wait for a slot): the job may start its
 /// `ConcurrentOperation`s itself (`JobController.startDirectly`). Once exposed, it stays exposed.
 /// A queue made by the owner of several jobs has one flag, which those jobs share
-/// (`JobController.sharePrivateTaskQueue`): a read of any of their `taskQueue`s, or a plain
-/// operation any of them adds, exposes it for all, as does the owner handing its queue out.
+/// (`JobController.sharePrivateTaskQueue`): a read of any of their `taskQueue`s, or an operation
+/// any of them adds to the queue, exposes it for all, as does the owner handing its queue out.
 /// Not `Sendable` (a `ManagedBuffer`), though its one word is only read and written atomically:
 /// threads reach it through its job (or that owner), which never replaces it once shared.
 final class PrivateTaskQueue: ManagedBuffer<Void, Int> {
