@@ -1,7 +1,9 @@
-// Two libdispatch calls JobKit makes without Swift's `DispatchQueue`: a job hands each task it
+// What JobKit uses of libdispatch without Swift's `DispatchQueue`: a job hands each task it
 // starts itself to a worker thread with `dispatch_async_f`, a function and a context pointer,
 // where `DispatchQueue.async` copies a block (an allocation) around a Swift closure. The queues
-// are made here too, since Swift's `DispatchQueue` on Linux does not expose its C queue.
+// are made here too (`dispatch_queue_create`, with `DISPATCH_QUEUE_CONCURRENT` and
+// `dispatch_queue_attr_make_with_qos_class`), since Swift's `DispatchQueue` on Linux does not
+// expose its C queue: four libdispatch symbols in all.
 //
 // libdispatch's declarations are restated with plain pointers under names of JobKit's own (each
 // bound to libdispatch's symbol), so that no dispatch header is needed (the toolchain's is not on

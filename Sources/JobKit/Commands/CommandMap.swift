@@ -44,9 +44,9 @@ import Foundation
 public final class CommandMap: Sendable {
   /// The queue dispatched commands run on: each dispatch's job (a ``CommandDispatch``, which runs
   /// its commands one after another, or together on a concurrent map) adds its commands to this
-  /// queue. The job itself takes no slot of it: it is started on the dispatching thread, which
-  /// queues the dispatch's first command (all of them on a concurrent map) before
-  /// ``dispatch(_:)`` returns.
+  /// queue, or, while it is private (below), starts them on JobKit's own dispatch queue. The job
+  /// itself takes no slot of it: it is started on the dispatching thread, which queues the
+  /// dispatch's first command (all of them on a concurrent map) before ``dispatch(_:)`` returns.
   ///
   /// A concurrent queue (the default) lets dispatches overlap. A serial queue runs the map's
   /// commands one at a time: the first commands of several dispatches start in dispatch order,
@@ -56,17 +56,24 @@ public final class CommandMap: Sendable {
   /// and awaiting that dispatch), which could only start after it.
   ///
   /// Reading it hands the queue out. A queue the map made for itself that nobody has read yet
-  /// (and to which no dispatch has added a plain `Operation`, and whose dispatches' own
-  /// ``JobController/taskQueue`` nobody has read) cannot be suspended, limited or inspected by
-  /// anyone, so the dispatches start the ``ConcurrentOperation`` commands (block mappings'
-  /// ``BlockTask``s among them) themselves, as a job does on a queue it made for itself, instead
-  /// of through `addOperation`. Every command started after the first read returns goes through
-  /// `addOperation`. A command a dispatch had already started itself before that read is not in
-  /// the queue's `operations` or `operationCount`, `waitUntilAllOperationsAreFinished()` does not
-  /// wait for it (await the dispatch instead), `cancelAllOperations()` does not cancel it and
+  /// cannot be suspended, limited or inspected by anyone, so the dispatches hand the
+  /// ``ConcurrentOperation`` commands (block mappings' ``BlockTask``s among them) to a worker
+  /// thread of JobKit's own dispatch queue for the command's `qualityOfService`
+  /// (`JobKit.JobController.taskQueue`, with the class's name appended unless `.default`), as a job
+  /// does on a queue it made for itself, instead of through `addOperation`. The queue is handed out
+  /// too, for all dispatches and for good, when anyone reads a dispatch's
+  /// ``JobController/taskQueue`` (the same queue) or a dispatch adds an operation to it: a plain
+  /// `Operation` command, a command that is not ready (dependencies) when its worker thread would
+  /// start it, or a cancelled command that a stop starts without running it and that is not ready.
+  /// From the moment it is handed out, every command goes through `addOperation`, and so does a
+  /// command already handed to a worker thread, which checks the queue once more before it starts
+  /// the command (a worker that checked just before the hand-out still starts its command outside
+  /// the queue). A command started outside the queue is not in the queue's `operations` or
+  /// `operationCount`, `waitUntilAllOperationsAreFinished()` does not wait for it (await the
+  /// dispatch instead), `cancelAllOperations()` does not cancel it and a
   /// `maxConcurrentOperationCount` does not count it; inside such a command
-  /// `OperationQueue.current` is `nil`. Read this property once before the first dispatch (or
-  /// pass a queue to ``init(queue:concurrent:)``) to have every command go through the queue. See
+  /// `OperationQueue.current` is `nil`. Read this property once before the first dispatch (or pass
+  /// a queue to ``init(queue:concurrent:)``) to have every command go through the queue. See
   /// <doc:RoutingAndThreads>, "The task queue".
   public var queue: OperationQueue {
     privateQueue?.expose()
@@ -137,8 +144,8 @@ public final class CommandMap: Sendable {
   }
 
   /// Maps `event` to a block: like ``map(_:priority:once:guards:to:)``, but each dispatch whose
-  /// guards approve runs `block` with the event as one step of its job (a ``BlockTask``, on a
-  /// thread of the map's ``queue``).
+  /// guards approve runs `block` with the event as one step of its job (a ``BlockTask``, on the
+  /// map's ``queue``, or, while that is private, on JobKit's own dispatch queue).
   ///
   /// With a trailing closure, Swift tells the two `map` methods apart by the closure's result: a
   /// single expression returning an `Operation` maps a command, one returning nothing maps a
@@ -228,12 +235,12 @@ public final class CommandMap: Sendable {
   /// before its command is created, and starts the job running them, which it returns.
   ///
   /// The first mapping's guards and command factory run on the calling thread before `dispatch`
-  /// returns; on a sequential map, each later mapping's run on the thread that finished the
-  /// command before it (see the type's documentation for the order). The commands run on
-  /// ``queue``, one after another in priority order (or together, on a `concurrent` map). The
-  /// returned job is already started: await ``JobController/run()`` or
-  /// ``ConcurrentOperation/waitForFinish()`` to wait for it. An event nobody mapped returns a job
-  /// that finishes at once, without an error.
+  /// returns; on a sequential map, each later mapping's run on the thread that finished the command
+  /// before it (see the type's documentation for the order). The commands run on ``queue`` (or,
+  /// while it is private, on JobKit's own dispatch queue), one after another in priority order (or
+  /// together, on a `concurrent` map). The returned job is already started: await
+  /// ``JobController/run()`` or ``ConcurrentOperation/waitForFinish()`` to wait for it. An event
+  /// nobody mapped returns a job that finishes at once, without an error.
   ///
   /// Never blocks, so it can be called from a command, a guard or a job callback.
   @discardableResult

@@ -45,14 +45,18 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// made for itself.
   ///
   /// Reading it hands the queue out. A queue the job made for itself that nobody has read yet
-  /// (and to which the job has added no plain `Operation`) cannot be suspended, limited or
-  /// inspected by anyone, so the job starts the ``ConcurrentOperation``s it queues on it itself,
-  /// on a concurrent dispatch queue of the task's `qualityOfService`, instead of through
-  /// `addOperation`: the same start, without `OperationQueue`'s bookkeeping per task. Every task
-  /// the job queues after the first read returns goes through `addOperation`, as do tasks that
-  /// are not ready yet (dependencies). A task the job had already started itself before that read
+  /// cannot be suspended, limited or inspected by anyone, so the job hands the
+  /// ``ConcurrentOperation``s it queues on it to a worker thread of a concurrent dispatch queue of
+  /// the task's `qualityOfService`, which starts them, instead of through `addOperation`: the same
+  /// start, without `OperationQueue`'s bookkeeping per task. The job hands the queue out too, for
+  /// good, whenever it adds an operation to it: a plain `Operation`, a task that is not ready
+  /// (dependencies) when its worker thread would start it, or a cancelled task that a stop starts
+  /// without running it and that is not ready. From the moment the queue is handed out, every task
+  /// the job queues goes through `addOperation`, and so does a task already handed to a worker
+  /// thread, which checks the queue once more before it starts the task (a worker that checked just
+  /// before the hand-out still starts its task outside the queue). A task started outside the queue
   /// is not in the queue's `operations` or `operationCount`, `waitUntilAllOperationsAreFinished()`
-  /// does not wait for it (await the job instead), `cancelAllOperations()` does not cancel it and
+  /// does not wait for it (await the job instead), `cancelAllOperations()` does not cancel it and a
   /// `maxConcurrentOperationCount` does not count it; inside such a task `OperationQueue.current`
   /// is `nil`. Read this property once before the first task (or pass a queue to
   /// ``init(taskQueue:)``) to have every task go through the queue. See <doc:RoutingAndThreads>,
@@ -183,9 +187,11 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
 
   /// Sets the handler called instead of ``taskGroupFinished(_:)`` each time the last unfinished
   /// tracked task whose dynamic type is exactly `group` has been routed (see the type's
-  /// documentation for groups that reach zero while `main()` runs). Replaces an earlier handler
-  /// for that group. Safe from any thread; set it before the group's tasks finish. The job drops
-  /// its handlers when it finishes.
+  /// documentation for groups that reach zero while `main()` runs). Replaces an earlier handler for
+  /// that group. Safe from any thread; set it before the group's tasks finish. As any change of the
+  /// job's state, it may run the job's pending callbacks on the calling thread before it returns,
+  /// if a finished task waits to be routed and no thread routes (see <doc:RoutingAndThreads>, "One
+  /// at a time"). The job drops its handlers when it finishes.
   public func setCompletion<T: Operation>(forGroup group: T.Type, _ handler: @escaping @Sendable () -> Void) {
     let replaced = withJobState { $0.replaceCompletion(forGroup: group, with: handler) }
     // Released after the lock: the old handler may hold the last reference to a user's object.

@@ -4,11 +4,14 @@ import Foundation
 /// to deliver, progress to publish), and who does it: one thread at a time, the drainer.
 ///
 /// Transitions append to it under the job's lock. With the same lock, the job's door
-/// (`JobController.withJobState`) asks ``claim(by:mayRoute:extra:)`` for the thread that changed
-/// the state: if nobody drains and there is something it may do, it becomes the drainer and
-/// loops: take a batch under the lock, release it, perform the batch, repeat, until
-/// ``take(mayRoute:)`` finds nothing and releases the drainer. Everything a drainer performs is
-/// performed in the order it was appended, and exactly once.
+/// (`JobController.withJobState`) asks for the thread that changed the state whether it drains
+/// (`JobState.claimDrain`, which asks ``claim(by:mayRoute:extra:)``): if nobody drains and there
+/// is something it may do, it becomes the drainer and loops: take a batch under the lock
+/// (`JobState.nextDrain`), release it, perform the batch, repeat, until `nextDrain` finds nothing
+/// and releases the drainer. `nextDrain` takes from the outbox with ``takeRoute(if:)`` and
+/// ``takeNested()`` and also decides group callbacks and the finish; ``take(mayRoute:)``, the
+/// two together, is the outbox's own loop step, which its unit tests drive.
+/// Everything a drainer performs is performed in the order it was appended, and exactly once.
 ///
 /// A drainer that runs user code (a callback) may change the job's state on its own thread (a
 /// callback tracking a task): it then drains *nested*, events and progress only, so that they
@@ -60,7 +63,8 @@ struct Outbox<Route, Event> {
   enum Role: Equatable {
     /// Nothing for this thread to do.
     case none
-    /// The thread became the drainer: it loops on ``take(mayRoute:)`` until that returns `nil`.
+    /// The thread became the drainer: it loops, taking batches (a job: `JobState.nextDrain`),
+    /// until there is nothing left.
     case drainer
     /// The thread is the drainer already (inside a callback it runs): it performs
     /// ``takeNested()`` now.

@@ -11,8 +11,8 @@ import Foundation
 /// `queuePriority` only orders operations that wait for a slot): the job may start its
 /// `ConcurrentOperation`s itself (`JobController.startDirectly`). Once exposed, it stays exposed.
 /// A queue made by the owner of several jobs has one flag, which those jobs share
-/// (`JobController.sharePrivateTaskQueue`): a read of any of their `taskQueue`s, or a plain
-/// operation any of them adds, exposes it for all, as does the owner handing its queue out.
+/// (`JobController.sharePrivateTaskQueue`): a read of any of their `taskQueue`s, or an operation
+/// any of them adds to the queue, exposes it for all, as does the owner handing its queue out.
 /// Not `Sendable` (a `ManagedBuffer`), though its one word is only read and written atomically:
 /// threads reach it through its job (or that owner), which never replaces it once shared.
 final class PrivateTaskQueue: ManagedBuffer<Void, Int> {
@@ -123,17 +123,21 @@ struct DirectStartQueue: @unchecked Sendable {
     case .userInitiated?: qosClass = 0x19  // QOS_CLASS_USER_INITIATED
     case .utility?: qosClass = 0x11  // QOS_CLASS_UTILITY
     case .background?: qosClass = 0x09  // QOS_CLASS_BACKGROUND
-    default: qosClass = 0  // none: the queue's threads run at the default class
+    // None, as a job's own `OperationQueue` has none: on Darwin, libdispatch runs each work item
+    // at the class it carries from the thread that submitted it; Linux applies no classes.
+    default: qosClass = 0
     }
     queue = cjobkit_concurrent_queue_create(label, qosClass)
   }
 }
 
 /// The dispatch queues a job starts its own operations on, one per quality of service, shared by
-/// all jobs: concurrent queues like the one an `OperationQueue` runs its operations on, and so
-/// with its thread pool, which grows while work items block (libdispatch's global queues would
-/// stop at one thread per core, and tasks that wait for each other would starve). The default
-/// one has the label of a job's own `OperationQueue`.
+/// all jobs, made once. Concurrent queues of JobKit's own rather than libdispatch's global ones for
+/// their labels: a thread running a task started directly is labelled as one of a job's own
+/// `OperationQueue` (whose dispatch queue has the queue's name on corelibs Foundation), the default
+/// one exactly, the others with their class's name appended. The scheduling is the global queues':
+/// a concurrent queue's work runs on the global queue of its class, in libdispatch's one pool of
+/// worker threads, where an `OperationQueue`'s operations run too.
 private enum DirectStartQueues {
   static let userInteractive = DirectStartQueue("JobKit.JobController.taskQueue.userInteractive", qos: .userInteractive)
   static let userInitiated = DirectStartQueue("JobKit.JobController.taskQueue.userInitiated", qos: .userInitiated)

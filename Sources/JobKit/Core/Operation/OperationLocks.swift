@@ -15,10 +15,12 @@
 /// An operation only ever takes its own mutex, for a pure transition of its own state (never
 /// while holding another operation's, never calling out), so two operations sharing one never
 /// deadlock; it only makes them wait for each other's short sections now and then (256 of them,
-/// each on its own cache line).
+/// 64 bytes apart).
 enum OperationLocks {
   private static let count = 256
-  /// Bytes between two mutexes: one cache line each, so that neighbours do not share one.
+  /// Bytes between two mutexes: one 64-byte cache line each (x86-64's, most arm64 Linux
+  /// machines'), so that neighbours do not share one there. Apple silicon's lines are 128 bytes:
+  /// there two neighbours share a line.
   private static let stride = 64
 
   /// The table: `count` mutexes, `stride` bytes apart. Never freed.
