@@ -205,7 +205,8 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// set to `error` once every tracked task finished. ``run()`` throws `error`.
   ///
   /// Safe from any thread and from the job's callbacks. Ignored if the job was already cancelled,
-  /// failed or finished.
+  /// failed or finished. A cancel that arrives while it stops the job keeps `error` as the
+  /// reason and the job still fails with it.
   public func fail(_ error: any Error) {
     failureRequested(error)
   }
@@ -213,8 +214,9 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// Called by ``fail(_:)``: stops the job with `error`. A subclass that must finish work of its
   /// own before the job can finish overrides it and calls `super`; never with a lock held.
   func failureRequested(_ error: any Error) {
-    // The reason first: a task tracked while the job stops reads it.
-    _ = adoptCancellationReason(error)
+    // The reason first: a task tracked while the job stops reads it. A cancel that comes
+    // between the two stops the job as this failure (see `cancelStop`).
+    adoptFailureReason(error)
     stop(.failed(error))
     // As a cancel does: a start that waited for a resume runs now (stopped, the job finishes
     // without `main()`), and a later `suspend()` is a no-op.
@@ -272,9 +274,13 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   }
 
   /// The stop of a cancel, with the reason recorded before it (a plain cancel's
-  /// `CancellationError` left out, as the `taskFinished` event leaves it out).
+  /// `CancellationError` left out, as the `taskFinished` event leaves it out). If a failing
+  /// stop (`fail(_:)`, a time limit) recorded that reason and not yet its stop, the first reason
+  /// decides: the job fails with it, as that stop would have.
   private var cancelStop: JobStop {
-    .cancelled(reason: cancellationReason.flatMap { $0 is CancellationError ? nil : $0 })
+    let (reason, isFailure) = recordedReason
+    if isFailure, let reason { return .failed(reason) }
+    return .cancelled(reason: reason.flatMap { $0 is CancellationError ? nil : $0 })
   }
 
   /// Holds back or lets go the tasks the job queues, and suspends or resumes its children (see

@@ -199,6 +199,18 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
     return current ?? CancellationError()
   }
 
+  /// A job's failing stop (`fail(_:)`, a time limit) records `error` as the reason before it
+  /// records the stop (see `recordFailureReason`).
+  func adoptFailureReason(_ error: any Error) {
+    let unused = state.withLock { $0.recordFailureReason(error) }
+    _ = unused  // released after the lock
+  }
+
+  /// The reason recorded, and whether a job's failing stop recorded it, in one read.
+  var recordedReason: (reason: (any Error)?, isFailure: Bool) {
+    state.withLock { ($0.cancellationReason, $0.isFailureReason) }
+  }
+
   /// Suspends the operation: if its queue starts it while suspended, ``operationStart()`` waits
   /// until ``resume()`` (the operation counts as executing and keeps its queue slot meanwhile);
   /// if it runs already, it goes on, unless the subclass pauses it (override and call `super`,

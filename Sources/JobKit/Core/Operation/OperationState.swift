@@ -88,6 +88,9 @@ struct OperationState {
   /// `cancel(reason:)`, a job's `fail(_:)` or time limit, a parent's reason handed down), or
   /// `CancellationError` for a plain `cancel()`. `nil` until then.
   private(set) var cancellationReason: (any Error)?
+  /// `cancellationReason` is the error of a job's failing stop (`fail(_:)`, a time limit),
+  /// recorded before that stop: a cancel that arrives before the stop stops the job as it.
+  private(set) var isFailureReason = false
   private(set) var observers = Observers.none
   /// Told when the operation starts, then dropped (empty for an operation nobody's events
   /// observe: no allocation).
@@ -177,6 +180,16 @@ struct OperationState {
   mutating func recordCancellationReason(_ reason: any Error) -> (any Error)? {
     guard phase != .finished, cancellationReason == nil else { return reason }
     cancellationReason = reason
+    return nil
+  }
+
+  /// A job's failing stop (`fail(_:)`, a time limit) is about to be recorded with `error`:
+  /// records it as the reason, unless the operation finished or has one (the first wins), and
+  /// then marks the reason as a failure's. Returns the error not kept, for the caller to release
+  /// after the lock.
+  mutating func recordFailureReason(_ error: any Error) -> (any Error)? {
+    guard recordCancellationReason(error) == nil else { return error }
+    isFailureReason = true
     return nil
   }
 

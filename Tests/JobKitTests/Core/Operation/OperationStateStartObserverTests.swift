@@ -47,3 +47,27 @@ struct OperationStateStartObserverTests {
     #expect(!state.addStartObserver(StartObserver()) && state.startObservers.isEmpty)
   }
 }
+
+/// `OperationState`'s reason of a job's failing stop (`fail(_:)`, a time limit), recorded before
+/// the stop: a cancel that comes between keeps it, and it stays a failure's; a reason recorded
+/// first by a cancel is not one.
+@Suite("OperationState failure reason")
+struct OperationStateFailureReasonTests {
+  @Test func aCancelAfterAFailuresReasonKeepsItAsAFailures() {
+    var state = OperationState()
+    #expect(state.recordFailureReason(TestError(1)) == nil)
+    #expect(state.recordCancel() is CancellationError)
+    #expect(state.recordCancellationReason(TestError(2)) as? TestError == TestError(2))
+    #expect(state.cancellationReason as? TestError == TestError(1))
+    #expect(state.isFailureReason)
+    #expect(state.isCancelRequested)
+  }
+
+  @Test func aFailureAfterACancelsReasonIsNotRecorded() {
+    var state = OperationState()
+    #expect(state.recordCancellationReason(TestError(3)) == nil)
+    #expect(state.recordFailureReason(TestError(4)) as? TestError == TestError(4))
+    #expect(state.cancellationReason as? TestError == TestError(3))
+    #expect(!state.isFailureReason)
+  }
+}
