@@ -83,6 +83,7 @@ struct CompositionBuilder: Sendable {
         guard let group = parent.object else {
           return log.violation("n\(node.id) was freed while its leaf added to it")
         }
+        if !group.isCancelled { log.addingUncancelled(node.id) }
         group.add(operation)
       }
     }

@@ -42,6 +42,10 @@ struct CompositionEvents {
   /// Runners (dispatch or queue nodes) whose `operationCancelled()` handed their stop down to
   /// their dispatch or queue, with the sequence number when that call returned.
   var handedDown: [Int: Int] = [:]
+  /// Groups a leaf added a late child to while the group was not cancelled (its `isCancelled`,
+  /// read just before the `add`), with the sequence number of the latest such read: a stop
+  /// reached the group only after it.
+  var addedUncancelled: [Int: Int] = [:]
   /// What the root's `waitForFinish()` threw (`nil`: it returned, or it has not yet).
   var rootThrew: (any Error)?
   var violations: [String] = []
@@ -246,6 +250,11 @@ final class CompositionLog: Sendable {
   /// Runner `node`'s `operationCancelled()` handed its stop down (its call returned).
   func handedDown(_ node: Int) {
     state.withLock { $0.handedDown[node] = next(&$0) }
+  }
+
+  /// An adder read group `node` not cancelled just before adding a late child to it.
+  func addingUncancelled(_ node: Int) {
+    state.withLock { $0.addedUncancelled[node] = next(&$0) }
   }
 
   func rootThrew(_ error: any Error) { state.withLock { $0.rootThrew = error } }

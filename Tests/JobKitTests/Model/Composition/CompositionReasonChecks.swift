@@ -247,6 +247,10 @@ struct CompositionReasonChecks {
   /// tracks before the advance returns; below a runner (a dispatch or queue node, a plain
   /// `ConcurrentOperation`) the stop goes on only when the runner's `operationCancelled()` hands
   /// it down, which waits for its `operationStart()` to return: there it counts from then.
+  /// A stop that finds the node stopping already returns at once, maybe before the first stop
+  /// (from another thread) handed itself down to the groups below: below a group it counts
+  /// from when the stop reached that group, not before an adder read the group not cancelled
+  /// just before adding to it (an add to a running group, which runs).
   private mutating func checkNothingRunsAfterStops() {
     let nodes = plan.nodes
     for (index, storm) in plan.storms.enumerated() {
@@ -303,6 +307,7 @@ struct CompositionReasonChecks {
     case .queue, .dispatch: return
     default: break
     }
-    for child in node.children + node.late { checkNothingRuns(below: child, after: returned, stop: stop) }
+    let reached = max(returned, events.addedUncancelled[node.id] ?? returned)
+    for child in node.children + node.late { checkNothingRuns(below: child, after: reached, stop: stop) }
   }
 }
