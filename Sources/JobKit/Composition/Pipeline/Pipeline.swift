@@ -118,7 +118,7 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
 
   /// Runs `body` on the state under the pipeline's stripe lock. `body` must not call user code.
   func withState<Result>(_ body: (inout PipelineState<Output>) -> Result) -> Result {
-    StripedLock.withLock(for: self) { body(&pipelineState) }
+    SharedLocks.withLock(for: self) { body(&pipelineState) }
   }
 
   // MARK: - Building

@@ -54,12 +54,12 @@ public final class BlockTask: ConcurrentOperation, ContextConsuming, @unchecked 
   }
 
   private let body: Body
-  /// Only touched under `StripedLock.withLock(for: self)` (a lock of its own would cost more than
+  /// Only touched under `SharedLocks.withLock(for: self)` (a lock of its own would cost more than
   /// the task), so the runtime's exclusivity check is redundant.
   @exclusivity(unchecked) private var blockState = State()
 
   private func withState<Result>(_ body: (inout State) -> Result) -> Result {
-    StripedLock.withLock(for: self) { body(&blockState) }
+    SharedLocks.withLock(for: self) { body(&blockState) }
   }
 
   /// Creates a task whose synchronous `body` runs on the thread that starts it.

@@ -62,14 +62,14 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
   }
 
   private let body: Body
-  /// Only touched under `StripedLock.withLock(for: self)`: a box and a mutex of its own would be
+  /// Only touched under `SharedLocks.withLock(for: self)`: a box and a mutex of its own would be
   /// one allocation and a mutex's set-up and tear-down more per task, for state that is touched
   /// two or three times. Exclusivity unchecked: the stripe's lock already excludes other accesses.
   @exclusivity(unchecked) private var workState = WorkState()
 
   /// Runs `body` on the outcome state under the task's stripe lock. `body` must only touch state.
   private func withWorkState<Result>(_ body: (inout WorkState) -> Result) -> Result {
-    StripedLock.withLock(for: self) { body(&workState) }
+    SharedLocks.withLock(for: self) { body(&workState) }
   }
 
   /// Creates a task whose synchronous `body` runs on the thread that starts it.

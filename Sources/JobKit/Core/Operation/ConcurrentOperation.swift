@@ -39,8 +39,8 @@ import Foundation
 /// ``JobKitDiagnostics`` and recorded in ``misuses``; it never crashes.
 open class ConcurrentOperation: Operation, @unchecked Sendable {
   // @unchecked Sendable: all mutable state lives in `lockedState`, only touched under the
-  // operation's mutex (`OperationLocks`), and in `directStarter` (see there).
-  /// Only touched under the operation's mutex in `OperationLocks`, through ``state``. Exclusivity
+  // operation's mutex (`SharedLocks`), and in `directStarter` (see there).
+  /// Only touched under the operation's mutex in `SharedLocks`, through ``state``. Exclusivity
   /// unchecked: that mutex already excludes other accesses.
   @exclusivity(unchecked) private var lockedState = OperationState()
 
@@ -50,7 +50,7 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
   /// Runs `body` on the state under the operation's mutex (see ``state``).
   @inline(__always)
   final func withStateLocked<Result>(_ body: (inout OperationState) throws -> Result) rethrows -> Result {
-    let mutex = OperationLocks.mutex(for: Unmanaged.passUnretained(self).toOpaque())
+    let mutex = SharedLocks.mutex(for: Unmanaged.passUnretained(self).toOpaque())
     pthread_mutex_lock(mutex)
     defer { pthread_mutex_unlock(mutex) }
     return try body(&lockedState)

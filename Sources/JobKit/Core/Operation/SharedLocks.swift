@@ -6,17 +6,19 @@
   import Darwin
 #endif
 
-/// The mutexes that guard every ``ConcurrentOperation``'s ``OperationState``: a fixed table made
-/// once, each operation using the one its address picks. An operation's state lives in the
-/// operation itself, so making a task allocates no box and sets up no mutex (and freeing it
-/// tears none down): a task's state is touched a handful of times, and a mutex and a box of its
-/// own cost more than that.
+/// The mutexes that guard the state of objects made by the hundred thousand, whose state is only
+/// touched a handful of times: every ``ConcurrentOperation``'s ``OperationState`` (kept in the
+/// operation itself) and the state of the floors' small objects (closure tasks, their result,
+/// contexts, pipelines).
+/// A fixed table made once, each object using the mutex its address picks: making such an object
+/// allocates no box and sets up no mutex (and freeing it tears none down), which would cost more
+/// than its whole state.
 ///
-/// An operation only ever takes its own mutex, for a pure transition of its own state (never
-/// while holding another operation's, never calling out), so two operations sharing one never
-/// deadlock; it only makes them wait for each other's short sections now and then (256 of them,
-/// 64 bytes apart).
-enum OperationLocks {
+/// A section under one only touches that object's state, for a pure transition (never while
+/// holding another of these mutexes, never calling out), so two objects sharing one never
+/// deadlock; they only wait for each other's short sections now and then (256 of them, 64 bytes
+/// apart).
+enum SharedLocks {
   private static let count = 256
   /// Bytes between two mutexes: one 64-byte cache line each (x86-64's, most arm64 Linux
   /// machines'), so that neighbours do not share one there. Apple silicon's lines are 128 bytes:
@@ -35,6 +37,16 @@ enum OperationLocks {
     }
     return table
   }()
+
+  /// Runs `body` holding the mutex of `object`. `body` must only touch `object`'s state: no user
+  /// code, no other lock, no release of a user's value.
+  @inline(__always)
+  static func withLock<Result>(for object: AnyObject, _ body: () throws -> Result) rethrows -> Result {
+    let mutex = mutex(for: Unmanaged.passUnretained(object).toOpaque())
+    pthread_mutex_lock(mutex)
+    defer { pthread_mutex_unlock(mutex) }
+    return try body()
+  }
 
   /// The mutex of the object at `object` (its address, so that asking retains nothing): one
   /// multiplication spreads addresses (objects are 16-byte aligned and often allocated in a row)
