@@ -21,15 +21,7 @@ struct PipelineCancelRaceTests {
   @Test(arguments: PipelineStarter.allCases)
   func aCancelThatReturnedAsTheStartBeganRunsNoStepAndNoHandler(starter: PipelineStarter) async throws {
     let log = EventLog()
-    let pipeline = Pipeline.start { () -> Int in
-      log.record("step 1")
-      return 1
-    }
-    .then { value -> Int in
-      log.record("step 2")
-      return value + 1
-    }
-    .onError { _ in log.record("onError") }
+    let pipeline = twoLoggedSteps(log).onError { _ in log.record("onError") }
     #expect(pipeline.addStartObserver(CancelOnStart()))
     let outcome = await starter.outcome(of: pipeline)
     #expect(throws: CancellationError.self) { try outcome.get() }
@@ -76,5 +68,17 @@ struct PipelineCancelRaceTests {
       }
     }
     #expect(broken.value.isEmpty, "\(broken.value.count) pipelines: \(broken.value.prefix(5))")
+  }
+}
+
+/// A pipeline of two steps that record "step 1" and "step 2" in `log` and return 1, then 2.
+func twoLoggedSteps(_ log: EventLog) -> Pipeline<Int> {
+  Pipeline.start { () -> Int in
+    log.record("step 1")
+    return 1
+  }
+  .then { value -> Int in
+    log.record("step 2")
+    return value + 1
   }
 }

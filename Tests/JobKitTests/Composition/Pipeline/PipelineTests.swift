@@ -325,14 +325,7 @@ struct PipelineTests {
   @Test func aPipelineInAPlainQueueWaitsForItsDependency() async throws {
     let log = EventLog()
     let dependency = BlockOperation { log.record("dependency") }
-    let pipeline = Pipeline.start { () -> Int in
-      log.record("step 1")
-      return 1
-    }
-    .then { value -> Int in
-      log.record("step 2")
-      return value + 1
-    }
+    let pipeline = twoLoggedSteps(log)
     pipeline.addDependency(dependency)
     let queue = OperationQueue()
     queue.addOperation(pipeline)
