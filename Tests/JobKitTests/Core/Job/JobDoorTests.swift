@@ -71,7 +71,10 @@ struct JobDoorTests {
     job.setMaxQueuedTasks(1, forGroup: ManualTask.self)
     job.startJob()
     #expect(await first.startedLatch.waitOpen())
-    // `second` waits for the slot, so the bound of 1 is reached: a producer waits for room.
+    // `second` waits for the slot (once `main()` tracked it: `first` may start before), so the
+    // bound of 1 is reached: a producer waits for room.
+    let key = ObjectIdentifier(ManualTask.self)
+    #expect(await eventually { job.readJobState { $0.registry.groups[key]?.waitingCount == 1 } })
     let room = Locked<Bool?>(nil)
     let woken = Latch()
     let producer = Task {
@@ -79,7 +82,6 @@ struct JobDoorTests {
       room.mutate { $0 = result }
       woken.open()
     }
-    let key = ObjectIdentifier(ManualTask.self)
     #expect(await eventually { job.readJobState { $0.registry.groups[key]?.bound?.hasWaiters == true } })
     job.setMaxConcurrentTasks(2, forGroup: ManualTask.self)
     #expect(await second.startedLatch.waitOpen())
