@@ -1,9 +1,10 @@
 // What JobKit uses of libdispatch without Swift's `DispatchQueue`: a job hands each task it
 // starts itself to a worker thread with `dispatch_async_f`, a function and a context pointer,
-// where `DispatchQueue.async` copies a block (an allocation) around a Swift closure. The queues
-// are made here too (`dispatch_queue_create`, with `DISPATCH_QUEUE_CONCURRENT` and
-// `dispatch_queue_attr_make_with_qos_class`), since Swift's `DispatchQueue` on Linux does not
-// expose its C queue: four libdispatch symbols in all.
+// where `DispatchQueue.async` copies a block (an allocation) around a Swift closure, straight to
+// libdispatch's global queue of the task's class (`dispatch_get_global_queue`), where a queue of
+// its own would add a second hand-off (a concurrent queue redirects each item to its global
+// queue), since Swift's `DispatchQueue` on Linux does not expose its C queue: two libdispatch
+// symbols in all.
 //
 // libdispatch's declarations are restated with plain pointers under names of JobKit's own (each
 // bound to libdispatch's symbol), so that no dispatch header is needed (the toolchain's is not on
@@ -20,24 +21,15 @@
 
 #pragma clang assume_nonnull begin
 
-struct cjobkit_dispatch_queue_attr_s;
-/// `DISPATCH_QUEUE_CONCURRENT`.
-extern struct cjobkit_dispatch_queue_attr_s cjobkit_dispatch_queue_attr_concurrent
-  CJOBKIT_DISPATCH_SYMBOL("_dispatch_queue_attr_concurrent");
-extern void *cjobkit_dispatch_queue_attr_make_with_qos_class(void *attr, unsigned int qos_class, int relative_priority)
-  CJOBKIT_DISPATCH_SYMBOL("dispatch_queue_attr_make_with_qos_class");
-extern void *cjobkit_dispatch_queue_create(const char *label, void *attr) CJOBKIT_DISPATCH_SYMBOL("dispatch_queue_create");
+extern void *cjobkit_dispatch_get_global_queue(long identifier, unsigned long flags)
+  CJOBKIT_DISPATCH_SYMBOL("dispatch_get_global_queue");
 extern void cjobkit_dispatch_async_f(void *queue, void *context, void (*work)(void *_Nullable))
   CJOBKIT_DISPATCH_SYMBOL("dispatch_async_f");
 
-/// A new concurrent dispatch queue labelled `label`, of quality-of-service class `qos` (a
-/// `qos_class_t` value; 0 for none). Never freed: the caller keeps it for the process's life.
-static inline void *cjobkit_concurrent_queue_create(const char *label, unsigned int qos) {
-  void *attr = &cjobkit_dispatch_queue_attr_concurrent;
-  if (qos != 0) {
-    attr = cjobkit_dispatch_queue_attr_make_with_qos_class(attr, qos, 0);
-  }
-  return cjobkit_dispatch_queue_create(label, attr);
+/// libdispatch's global concurrent queue of quality-of-service class `qos` (a `qos_class_t`
+/// value; 0 for the default queue). Never freed.
+static inline void *cjobkit_global_queue(unsigned int qos) {
+  return cjobkit_dispatch_get_global_queue((long)qos, 0);
 }
 
 /// `dispatch_async_f(queue, context, work)`: runs `work(context)` on one of `queue`'s threads.

@@ -110,6 +110,9 @@ public final class BlockTask: ConcurrentOperation, ContextConsuming, @unchecked 
     try await waitForFinishCancellingOnTaskCancel()
   }
 
+  /// A `BlockTask` keeps Foundation's `isReady` and `isCancelled` (final: nobody overrides them).
+  override var inheritsFoundationsAnswers: Bool { true }
+
   /// Runs the body (see the type's documentation). Called once, by the queue.
   public override func operationStart() {
     let context = withState { state in

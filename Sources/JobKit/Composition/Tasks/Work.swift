@@ -111,16 +111,26 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
     } else if let failure {
       completion(.failure(failure))
     } else {
-      // A complete state without a failure holds the body's value, an `Output`.
-      completion(.success(value as! Output))
+      // A complete state without a failure holds the body's value, an `Output`, boxed.
+      completion(.success(Self.unbox(value!)))
     }
+  }
+
+  /// The `Output` that `complete` boxed. The box holds exactly an `Output` unless `Output` is an
+  /// existential (the box then holds its dynamic type): opened and its type compared, it is
+  /// reinterpreted as is, without the runtime's cast from an existential.
+  private static func unbox(_ value: any Sendable) -> Output {
+    func open<Boxed>(_ boxed: Boxed) -> Output {
+      Boxed.self == Output.self ? unsafeBitCast(boxed, to: Output.self) : boxed as! Output
+    }
+    return _openExistential(value, do: open)
   }
 
   /// The outcome of a complete `state`: its failure, or else its value.
   private static func outcome(of state: WorkState) -> Result<Output, any Error> {
     if let failure = state.failure { return .failure(failure) }
     // A complete state without a failure holds the body's value, boxed by `complete`.
-    return .success(state.value as! Output)
+    return .success(unbox(state.value!))
   }
 
   /// The value of a successful outcome; `nil` before the finish and after a failure or cancel.
@@ -147,6 +157,13 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
       throw error
     }
     return try result?.get() ?? { throw CancellationError() }()
+  }
+
+  /// A `Work` of this exact class keeps Foundation's `isReady` and `isCancelled`; a subclass of it
+  /// may override them. (Its superclass is then `ConcurrentOperation`; reading it asks the
+  /// runtime for no metadata of `Work<Output>`, which unspecialized code would look up.)
+  override var inheritsFoundationsAnswers: Bool {
+    _getSuperclass(type(of: self)).map(ObjectIdentifier.init) == ObjectIdentifier(ConcurrentOperation.self)
   }
 
   /// Runs the body (see the type's documentation). Called once, by the queue.
@@ -221,32 +238,28 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
   /// task; reports a later one. Takes the outcome apart rather than as a `Result`, so that
   /// finishing asks the runtime for no metadata of a type made from `Output`.
   private func complete(value: (any Sendable)?, failure: (any Error)?) {
-    let isFirst = withWorkState { state -> Bool in
-      guard !state.isComplete else { return false }
-      state.isComplete = true
-      state.failure = failure
-      state.value = value
-      state.runner = nil
-      return true
-    }
-    guard isFirst else {
-      reportMisuse(
-        .completedTwice, "complete was called again on a \(type(of: self)); ignored, the first result stands")
+    guard let failure, failure is CancellationError else {
+      // A value or a failure: recorded and finished under one lock (the task's mutex guards both).
+      if !operationDone(error: failure, recordingFirst: { workState.record(value: value, failure: failure) }) {
+        reportCompletedTwice()
+      }
       return
     }
-    switch failure {
-    case nil:
-      operationDone()
-    case let error? where error is CancellationError:
-      // The body said "cancelled": the task is cancelled, as by `cancel()` (no lock is held here).
-      if !isCancelRecorded {
-        cancel()
-      }
-      operationDone()
-    case let error?:
-      operationDone(error: error)
+    guard withWorkState({ $0.record(value: nil, failure: failure) }) else {
+      reportCompletedTwice()
+      return
     }
+    // The body said "cancelled": the task is cancelled, as by `cancel()` (no lock is held here).
+    if !isCancelRecorded {
+      cancel()
+    }
+    operationDone()
   }
+
+  private func reportCompletedTwice() {
+    reportMisuse(.completedTwice, "complete was called again on a \(type(of: self)); ignored, the first result stands")
+  }
+
 }
 
 /// A ``Work``'s outcome without its value, outside the generic class so that its type does not
@@ -263,6 +276,17 @@ private struct WorkState {
   var value: (any Sendable)?
   /// The Swift task running an `async` body, so a cancel can reach it.
   var runner: Task<Void, Never>?
+
+  /// Records the first outcome: `value` (an `Output`, boxed) or else `failure`; the runner is no
+  /// longer needed. Returns `false`, changing nothing, if an outcome was recorded already.
+  mutating func record(value: (any Sendable)?, failure: (any Error)?) -> Bool {
+    guard !isComplete else { return false }
+    isComplete = true
+    self.failure = failure
+    self.value = value
+    runner = nil
+    return true
+  }
 }
 
 /// The node of a ``Work`` tracked with a completion that takes its `Result`: it keeps that

@@ -56,14 +56,18 @@ extension JobController {
   @discardableResult
   func enqueue(_ task: Operation, on queue: OperationQueue) -> Bool {
     let operation = task as? ConcurrentOperation
-    // One lock for a `ConcurrentOperation` (its `isExecuting` and `isFinished` take one each).
-    if operation?.hasStarted ?? (task.isExecuting || task.isFinished) {
+    // One lock for a `ConcurrentOperation` (its `isExecuting` and `isFinished` take one each),
+    // which also reads the class a direct start runs it at.
+    let (started, qualityOfService) =
+      operation?.state.withLock { (!$0.phase.isIdle, $0.qualityOfService) }
+      ?? (task.isExecuting || task.isFinished, .default)
+    if started {
       reportMisuse(.taskAlreadyRunning, "\(type(of: task)) is already running; tracked, not queued again")
       return false
     }
     if let privateTaskQueue, queue === queueOfTasks {
       if let operation, !privateTaskQueue.isExposed {
-        startDirectly(operation)
+        startDirectly(operation, at: qualityOfService)
         return true
       }
       privateTaskQueue.expose()
@@ -81,17 +85,17 @@ extension JobController {
     queue.addOperation(task)
   }
 
-  /// Starts `operation` on a concurrent dispatch queue of its `qualityOfService`, as the job's
-  /// own queue would on one of its worker threads. If by then the queue was exposed or the operation
+  /// Starts `operation` on libdispatch's global queue of its `qualityOfService`, in the pool of
+  /// worker threads where the job's own queue would run it. If by then the queue was exposed or the operation
   /// is not ready (a dependency added meanwhile), it goes to the queue instead: it is in no queue
   /// yet, so that is allowed, and the queue then starts it once ready. The hand-off is a function
   /// and the operation as its context (`dispatch_async_f`), and the operation carries the job
   /// across (`ConcurrentOperation.directStarter`): no closure context, no block copy.
-  private func startDirectly(_ operation: ConcurrentOperation) {
+  private func startDirectly(_ operation: ConcurrentOperation, at qualityOfService: QualityOfService) {
     operation.directStarter = self
     // Retained for the worker, which takes the reference back.
     let context = Unmanaged.passRetained(operation).toOpaque()
-    cjobkit_queue_async(operation.qualityOfService.directStartQueue.queue, context) { context in
+    cjobkit_queue_async(cjobkit_global_queue(qualityOfService.dispatchClass), context) { context in
       // Always the context passed above, never nil.
       guard let context else { return }
       JobController.startHandedOver(Unmanaged<ConcurrentOperation>.fromOpaque(context).takeRetainedValue())
@@ -102,7 +106,7 @@ extension JobController {
   private static func startHandedOver(_ operation: ConcurrentOperation) {
     guard let job = operation.directStarter else { return }
     operation.directStarter = nil
-    if job.privateTaskQueue?.isExposed != false || !operation.isReady {
+    if job.privateTaskQueue?.isExposed != false || !operation.isReadyToStart {
       job.addToQueue(operation, job.queueOfTasks)
     } else {
       operation.startOutsideQueue()
@@ -110,52 +114,19 @@ extension JobController {
   }
 }
 
-/// A dispatch queue a job starts its own operations on (made in C: see `CJobKitDispatch.h`).
-/// Made once, never freed, only ever handed work: safe to share.
-struct DirectStartQueue: @unchecked Sendable {
-  // @unchecked Sendable: an immutable pointer to a libdispatch queue, which is thread-safe.
-  let queue: UnsafeMutableRawPointer
-
-  init(_ label: String, qos: QualityOfService?) {
-    let qosClass: UInt32
-    switch qos {
-    case .userInteractive?: qosClass = 0x21  // QOS_CLASS_USER_INTERACTIVE
-    case .userInitiated?: qosClass = 0x19  // QOS_CLASS_USER_INITIATED
-    case .utility?: qosClass = 0x11  // QOS_CLASS_UTILITY
-    case .background?: qosClass = 0x09  // QOS_CLASS_BACKGROUND
-    // None, as a job's own `OperationQueue` has none: on Darwin, libdispatch runs each work item
-    // at the class it carries from the thread that submitted it; Linux applies no classes.
-    default: qosClass = 0
-    }
-    queue = cjobkit_concurrent_queue_create(label, qosClass)
-  }
-}
-
-/// The dispatch queues a job starts its own operations on, one per quality of service, shared by
-/// all jobs, made once. Concurrent queues of JobKit's own rather than libdispatch's global ones for
-/// their labels: a thread running a task started directly is labelled as one of a job's own
-/// `OperationQueue` (whose dispatch queue has the queue's name on corelibs Foundation), the default
-/// one exactly, the others with their class's name appended. The scheduling is the global queues':
-/// a concurrent queue's work runs on the global queue of its class, in libdispatch's one pool of
-/// worker threads, where an `OperationQueue`'s operations run too.
-private enum DirectStartQueues {
-  static let userInteractive = DirectStartQueue("JobKit.JobController.taskQueue.userInteractive", qos: .userInteractive)
-  static let userInitiated = DirectStartQueue("JobKit.JobController.taskQueue.userInitiated", qos: .userInitiated)
-  static let utility = DirectStartQueue("JobKit.JobController.taskQueue.utility", qos: .utility)
-  static let background = DirectStartQueue("JobKit.JobController.taskQueue.background", qos: .background)
-  static let standard = DirectStartQueue("JobKit.JobController.taskQueue", qos: nil)
-}
-
 extension QualityOfService {
-  /// The queue a job starts an operation of this quality of service on.
-  fileprivate var directStartQueue: DirectStartQueue {
+  /// The `qos_class_t` of the global dispatch queue a job starts an operation of this class on: 0
+  /// (the default queue) for `.default`, as for an operation of a job's own `OperationQueue`,
+  /// which sets no class. Linux's libdispatch applies no classes; all its global queues share
+  /// one pool of worker threads, as an `OperationQueue`'s dispatch queue does.
+  fileprivate var dispatchClass: UInt32 {
     switch self {
-    case .userInteractive: return DirectStartQueues.userInteractive
-    case .userInitiated: return DirectStartQueues.userInitiated
-    case .utility: return DirectStartQueues.utility
-    case .background: return DirectStartQueues.background
-    case .default: return DirectStartQueues.standard
-    @unknown default: return DirectStartQueues.standard
+    case .userInteractive: return 0x21  // QOS_CLASS_USER_INTERACTIVE
+    case .userInitiated: return 0x19  // QOS_CLASS_USER_INITIATED
+    case .utility: return 0x11  // QOS_CLASS_UTILITY
+    case .background: return 0x09  // QOS_CLASS_BACKGROUND
+    case .default: return 0
+    @unknown default: return 0
     }
   }
 }

@@ -79,6 +79,21 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
   /// started and has been started by its queue).
   public final override var isFinished: Bool { state.withLock { $0.isFinished } }
 
+  /// As `Operation`'s; also recorded in the operation's own state, for a job that starts it.
+  open override var qualityOfService: QualityOfService {
+    get { super.qualityOfService }
+    set {
+      super.qualityOfService = newValue
+      state.withLock { $0.qualityOfService = newValue }
+    }
+  }
+
+  /// As `Operation`'s; also recorded in the operation's own state (see ``isReadyToStart``).
+  open override func addDependency(_ operation: Operation) {
+    state.withLock { $0.hadDependency = true }
+    super.addDependency(operation)
+  }
+
   /// The error given to ``operationDone(error:)``, if any. `nil` while the operation runs, after a
   /// successful finish, and after a cancel before start.
   public var error: (any Error)? { state.withLock { $0.error } }
@@ -102,7 +117,9 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
   }
 
   private func start(inQueue: Bool) {
-    let isCancelled = self.isCancelled
+    // Foundation's `isCancelled` takes Foundation's lock, and is `true` only after `cancel()`
+    // recorded the cancel in the state: read only where a subclass may override it.
+    let isCancelled = inheritsFoundationsAnswers ? false : self.isCancelled
     let action = state.withLock { $0.start(isCancelled: isCancelled) }
     switch action {
     case .alreadyStarted:
@@ -270,7 +287,23 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
   /// is told on this thread right after that one, so finishes of nested jobs never pile up on the
   /// stack (see <doc:RoutingAndThreads>).
   public final func operationDone(error: (any Error)? = nil) {
-    switch state.withLock({ $0.finish(error: error) }) {
+    finished(state.withLock { $0.finish(error: error) }, error: error)
+  }
+
+  /// ``operationDone(error:)`` for a subclass that records its outcome first: `record` runs
+  /// under the operation's mutex (it must only touch the subclass's state guarded by it, see
+  /// `SharedLocks`); unless it returns `false`, the operation then finishes with `error` under the
+  /// same lock. Returns what `record` returned.
+  final func operationDone(error: (any Error)?, recordingFirst record: () -> Bool) -> Bool {
+    let action = withStateLocked { state in record() ? state.finish(error: error) : nil }
+    guard let action else { return false }
+    finished(action, error: error)
+    return true
+  }
+
+  /// Carries out what the finish transition returned, with no lock held.
+  private func finished(_ action: OperationState.FinishAction, error: (any Error)?) {
+    switch action {
     case .misuse(let code):
       let what =
         code == .finishedTwice
@@ -291,8 +324,9 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
   /// lock); `cancel()` records it before it returns.
   var isCancelRecorded: Bool { state.withLock { $0.isCancelRecorded } }
 
-  /// `isExecuting || isFinished`, under one lock: `start()` was called.
-  var hasStarted: Bool { state.withLock { !$0.phase.isIdle } }
+  /// Whether `isReady` and `isCancelled` are Foundation's own (dependencies only; `cancel()`):
+  /// `true` only for JobKit's own classes that override neither and that no user subclassed.
+  var inheritsFoundationsAnswers: Bool { false }
 
   /// Called (on every `cancel()`) before ``operationCancelled()``; lets a job cancel its tasks
   /// even while its `main()` runs. Must be idempotent.
@@ -346,35 +380,6 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
     let error = JobKitError(code, message: message)
     state.withLock { $0.recordMisuse(error) }
     JobKitDiagnostics.report(error, for: self)
-  }
-
-  // MARK: - Change notifications (never called with a lock held)
-
-  private func postExecutingChange(inQueue: Bool) {
-    #if !canImport(Darwin)
-      // corelibs Foundation has no KVO: this change only moves Foundation's own state of the
-      // operation to executing, which its queue reads (a cancel of an operation not executing
-      // makes the queue look for ready operations again). An operation in no queue has no queue
-      // to tell, and nothing else reads that state for a `ConcurrentOperation`, which answers
-      // `isExecuting` and `isFinished` itself.
-      guard inQueue else { return }
-    #endif
-    willChangeValue(forKey: "isExecuting")
-    didChangeValue(forKey: "isExecuting")
-  }
-
-  private func postFinishChange() {
-    #if canImport(Darwin)
-      willChangeValue(forKey: "isFinished")
-      willChangeValue(forKey: "isExecuting")
-      didChangeValue(forKey: "isExecuting")
-      didChangeValue(forKey: "isFinished")
-    #else
-      // corelibs Foundation has no KVO (its `willChangeValue` does nothing, and neither can be
-      // overridden): `didChangeValue` only drives its own bookkeeping, where "isExecuting" moves
-      // the operation to executing if it executes, which a finished one no longer does.
-      didChangeValue(forKey: "isFinished")
-    #endif
   }
 }
 

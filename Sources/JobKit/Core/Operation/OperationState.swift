@@ -1,3 +1,5 @@
+import Foundation
+
 /// Something that wants to know when a ``ConcurrentOperation`` finished: a job tracking it, or a
 /// task awaiting it. Called once, after the operation's `isFinished` became `true` and its KVO
 /// notifications were posted, with no JobKit lock held.
@@ -29,9 +31,9 @@ protocol OperationStartObserver: AnyObject, Sendable {
 /// which returns what the caller must do once the lock is released.
 struct OperationState {
   enum Phase: Equatable {
-    /// Not started yet. `cancelled`: `cancel()` ran meanwhile (kept here because `start()` reads
-    /// Foundation's `isCancelled` before it takes the lock: a cancel landing in between would
-    /// otherwise be lost).
+    /// Not started yet. `cancelled`: `cancel()`'s transition ran meanwhile (a start also skips
+    /// the work after a cancel's first step, `recordCancel`, or when the operation's overridden
+    /// `isCancelled`, read before the lock, said so).
     case idle(cancelled: Bool)
     /// Inside `operationStart()`. A `cancel()` arriving now is remembered and delivered to
     /// `operationCancelled()` after `operationStart()` returns.
@@ -100,6 +102,11 @@ struct OperationState {
   private(set) var misuses: [JobKitError] = []
   /// `suspend()` / `resume()` (see `OperationState+Suspension.swift`).
   var suspension = OperationSuspension()
+  /// The operation's `qualityOfService` as last set (Foundation's own is behind Foundation's
+  /// lock): the class a job starts it at when it starts it itself.
+  var qualityOfService = QualityOfService.default
+  /// `addDependency(_:)` was called (a dependency removed since still counts).
+  var hadDependency = false
 
   var isExecuting: Bool {
     switch phase {
@@ -132,8 +139,13 @@ struct OperationState {
 
   /// `start()` was called. Whatever it returns (but `alreadyStarted`), the start observers are
   /// taken out of the state: an operation is started once, so it is never needed again.
-  mutating func start(isCancelled: Bool) -> StartAction {
+  ///
+  /// A cancel counts from its first step (`recordCancel`, which `cancel()` runs before
+  /// Foundation's own `cancel()`), or if `isCancelled`: the operation's `isCancelled`, read by
+  /// the caller before it took the lock, for a subclass that may override it.
+  mutating func start(isCancelled: Bool = false) -> StartAction {
     guard case .idle(let cancelledWhileIdle) = phase else { return .alreadyStarted }
+    let isCancelled = isCancelled || isCancelRequested
     if suspension.isSuspended, !isCancelled, !cancelledWhileIdle {
       phase = .deferred
       return .deferred

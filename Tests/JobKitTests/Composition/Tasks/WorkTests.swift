@@ -217,4 +217,76 @@ struct WorkTests {
     #expect(log.all == ["start 0", "end 0", "start 1", "end 1", "start 2", "end 2"])
     #expect(job.failures.isEmpty)
   }
+
+  /// The value comes back as the body returned it, whatever `Output` is: an existential (its box
+  /// holds the dynamic type), an optional that is `nil`, a value too large for a box's inline
+  /// buffer, a class instance; through the job's completion and through `run()`.
+  @Test func everyKindOfOutputComesBackAsReturned() async throws {
+    struct Large: Sendable, Equatable { var a = 1, b = 2, c = 3, d = 4, e = 5 }
+    final class Reference: Sendable {}
+    let reference = Reference()
+    let seen = Locked<[String]>([])
+    let job = ClosureJob { job in
+      job.trackAndQueue(resultOf: Work<any Sendable> { 5 }) { result in
+        if case .success(let value) = result, value as? Int == 5 { seen.mutate { $0.append("existential") } }
+      }
+      job.trackAndQueue(resultOf: Work<Int?> { nil }) { result in
+        if case .success(let value) = result, value == nil { seen.mutate { $0.append("nil") } }
+      }
+      job.trackAndQueue(resultOf: Work { Large() }) { result in
+        if case .success(let value) = result, value == Large() { seen.mutate { $0.append("large") } }
+      }
+      job.trackAndQueue(resultOf: Work { reference }) { result in
+        if case .success(let value) = result, value === reference { seen.mutate { $0.append("reference") } }
+      }
+    }
+    try await job.run()
+    #expect(seen.value.sorted() == ["existential", "large", "nil", "reference"])
+    #expect(try await Work<any Sendable> { "text" }.run() as? String == "text")
+    #expect(try await Work<Large?> { Large() }.run() == Large())
+  }
+
+  /// `Work` and `BlockTask` keep Foundation's `isReady` and `isCancelled`, so a job that starts
+  /// them itself reads neither (Foundation's lock); a subclass of `Work` may override them.
+  @Test func onlyJobKitsOwnClassesAreStartedWithoutFoundationsAnswers() {
+    #expect(Work { 1 }.inheritsFoundationsAnswers)
+    #expect(BlockTask {}.inheritsFoundationsAnswers)
+    #expect(!Doubling { 1 }.inheritsFoundationsAnswers)
+    #expect(!ConcurrentOperation().inheritsFoundationsAnswers)
+  }
+
+  /// A `Work` subclass that overrides `isReady` is not started by its job until it says it is
+  /// ready: it goes to the job's queue, which starts it once it posts the change.
+  @Test func aSubclassThatIsNotReadyWaitsForItsReadiness() async throws {
+    final class Gated: Work<Int>, @unchecked Sendable {
+      let isOpen = Locked(false)
+      override var isReady: Bool { isOpen.value && super.isReady }
+      func open() {
+        willChangeValue(forKey: "isReady")
+        isOpen.mutate { $0 = true }
+        didChangeValue(forKey: "isReady")
+      }
+    }
+    let ran = Locked<[String]>([])
+    let gated = Gated {
+      ran.mutate { $0.append("gated") }
+      return 1
+    }
+    let other = Work {
+      ran.mutate { $0.append("other") }
+      return 2
+    }
+    let otherDone = Latch()
+    let job = ClosureJob { job in
+      job.trackAndQueue(gated)
+      job.trackAndQueue(resultOf: other) { _ in otherDone.open() }
+    }
+    job.startJob()
+    #expect(await otherDone.waitOpen())
+    #expect(ran.value == ["other"])
+    gated.open()
+    try await job.run()
+    #expect(ran.value == ["other", "gated"])
+    #expect(gated.output == 1)
+  }
 }

@@ -12,7 +12,7 @@ struct JobPhaseTests {
     let second = state.claimQueue()
     #expect(first && !second)
     var started = OperationState()
-    _ = started.start(isCancelled: false)
+    _ = started.start()
     let afterStart = started.claimQueue()
     #expect(!afterStart)
     #expect(JobPhase.initial.summary(queued: true) == "submitted")
@@ -25,11 +25,11 @@ struct JobPhaseTests {
     var idle = OperationState()
     _ = idle.cancel()
     var starting = OperationState()
-    _ = starting.start(isCancelled: false)
+    _ = starting.start()
     let beforeCancel = starting.isCancelRecorded
     _ = starting.cancel()
     var running = OperationState()
-    _ = running.start(isCancelled: false)
+    _ = running.start()
     _ = running.operationStartReturned()
     _ = running.cancel()
     #expect(!beforeCancel && idle.isCancelRecorded && starting.isCancelRecorded && running.isCancelRecorded)
@@ -42,7 +42,7 @@ struct JobPhaseTests {
       return
     }
     // `start()` read `isCancelled` before the cancel: the state still knows.
-    guard case .skipCancelled = state.start(isCancelled: false) else {
+    guard case .skipCancelled = state.start() else {
       Issue.record("a cancel before the start was lost")
       return
     }

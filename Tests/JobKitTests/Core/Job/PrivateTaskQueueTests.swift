@@ -73,8 +73,9 @@ struct PrivateTaskQueueTests {
     #expect(seen.value.count == 20)
     for sighting in seen.value {
       #expect(sighting.current == nil)
-      // The same label as the queue's own dispatch queue: a concurrent queue like it.
-      #expect(sighting.label == "JobKit.JobController.taskQueue")
+      // libdispatch's global queue of the task's class (`.default`), in the pool of threads
+      // where the job's own queue would run it.
+      #expect(sighting.label == DispatchQueue.global().label)
       #expect(!sighting.inOperations)
     }
     #expect(job.privateTaskQueue?.isExposed == false)
@@ -188,8 +189,9 @@ struct PrivateTaskQueueTests {
     #expect(job.privateTaskQueue?.isExposed == false)
   }
 
-  /// A task's `qualityOfService` picks the concurrent queue of that class, as `OperationQueue`
-  /// runs the operation's work item with it.
+  /// A task's `qualityOfService` picks libdispatch's global queue of that class, as
+  /// `OperationQueue` runs the operation's work item with it; set before it is tracked, it is
+  /// read from the task's own state.
   @Test func qualityOfServicePicksTheQueueOfItsClass() async throws {
     let labels = Locked<[String]>([])
     let job = BodyJob { job in
@@ -201,12 +203,11 @@ struct PrivateTaskQueueTests {
       }
     }
     try await job.run()
-    #expect(
-      Set(labels.value)
-        == [
-          "JobKit.JobController.taskQueue.utility", "JobKit.JobController.taskQueue.background",
-          "JobKit.JobController.taskQueue.userInitiated",
-        ])
+    let expected = [DispatchQoS.QoSClass.utility, .background, .userInitiated].map {
+      DispatchQueue.global(qos: $0).label
+    }
+    #expect(Set(labels.value) == Set(expected))
+    #expect(Set(expected).count == 3)
   }
 
   /// Cancelled before it started, a task finishes without running its body; the job's cancel

@@ -28,7 +28,7 @@ struct SuspensionStateTests {
       Issue.record("a resume without a suspend changed something")
       return
     }
-    guard case .run = state.start(isCancelled: false) else {
+    guard case .run = state.start() else {
       Issue.record("a resumed operation did not start")
       return
     }
@@ -37,12 +37,12 @@ struct SuspensionStateTests {
   @Test func aSuspendedOperationStartedByItsQueueWaitsForTheResume() {
     var state = OperationState()
     _ = state.suspend()
-    guard case .deferred = state.start(isCancelled: false) else {
+    guard case .deferred = state.start() else {
       Issue.record("the start was not deferred")
       return
     }
     #expect(state.isExecuting && !state.isFinished)
-    guard case .alreadyStarted = state.start(isCancelled: false) else {
+    guard case .alreadyStarted = state.start() else {
       Issue.record("a second start was accepted")
       return
     }
@@ -56,7 +56,7 @@ struct SuspensionStateTests {
   @Test func aCancelFinishesADeferredStartAndEndsTheSuspension() {
     var state = OperationState()
     _ = state.suspend()
-    _ = state.start(isCancelled: false)
+    _ = state.start()
     guard case .finishDeferred = state.cancel() else {
       Issue.record("a cancel left the deferred start waiting")
       return
@@ -74,7 +74,7 @@ struct SuspensionStateTests {
     if cancelled {
       _ = state.cancel()
     } else {
-      _ = state.start(isCancelled: false)
+      _ = state.start()
       _ = state.operationStartReturned()
       _ = state.finish(error: nil)
     }
@@ -86,7 +86,7 @@ struct SuspensionStateTests {
   @Test func aStopEndsTheSuspensionAndALaterSuspendIsANoOp() {
     var state = OperationState()
     _ = state.suspend()
-    guard case .deferred = state.start(isCancelled: false) else {
+    guard case .deferred = state.start() else {
       Issue.record("a suspended start did not wait")
       return
     }
@@ -102,17 +102,22 @@ struct SuspensionStateTests {
       return
     }
     #expect(idle.suspend() == nil)
-    guard case .run = idle.start(isCancelled: false) else {
+    guard case .run = idle.start() else {
       Issue.record("a stopped operation's start waited for a resume")
       return
     }
   }
 
-  @Test func aCancelledStartIsNotDeferredBySuspension() {
+  /// Cancelled from `cancel()`'s first step (`recordCancel`, before its transition and before
+  /// Foundation's own `cancel()`): the start skips the work, whether suspended or not.
+  @Test(arguments: [false, true]) func aStartAfterACancelsFirstStepSkipsTheWork(suspended: Bool) {
     var state = OperationState()
-    _ = state.suspend()
-    guard case .skipCancelled = state.start(isCancelled: true) else {
-      Issue.record("a cancelled start waited for a resume")
+    if suspended {
+      _ = state.suspend()
+    }
+    _ = state.recordCancel()
+    guard case .skipCancelled = state.start() else {
+      Issue.record("a cancelled start ran the work or waited for a resume")
       return
     }
   }

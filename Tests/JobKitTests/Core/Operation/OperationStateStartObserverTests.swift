@@ -21,7 +21,7 @@ struct OperationStateStartObserverTests {
     if cancelledFirst {
       _ = state.cancel()
     }
-    switch state.start(isCancelled: false) {
+    switch state.start() {
     case .run(let handedOut):
       #expect(!cancelledFirst && handedOut.count == 1 && handedOut.first === observer)
     case .skipCancelled(let dropped):
@@ -39,7 +39,7 @@ struct OperationStateStartObserverTests {
     let observers = [StartObserver(), StartObserver()]
     var state = OperationState()
     #expect(observers.allSatisfy { state.addStartObserver($0) })
-    guard case .run(let handedOut) = state.start(isCancelled: false) else {
+    guard case .run(let handedOut) = state.start() else {
       Issue.record("the operation did not run")
       return
     }

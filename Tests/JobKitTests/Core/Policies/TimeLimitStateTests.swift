@@ -72,7 +72,7 @@ struct TimeLimitStateTests {
     #expect(state.cancellationReason as? TestError == TestError(1))
 
     var finished = OperationState()
-    _ = finished.start(isCancelled: false)
+    _ = finished.start()
     _ = finished.finish(error: nil)
     let r18 = finished.recordCancellationReason(TestError(3))
     #expect(r18 != nil)
