@@ -40,6 +40,18 @@ final class Locked<Value>: @unchecked Sendable {
   }
 }
 
+/// What an operation that overrides `isReady` reads: closed until `open(_:)`, which posts the
+/// operation's `isReady` change around it, as Foundation requires.
+final class ReadinessGate: Sendable {
+  private let isOpenNow = Locked(false)
+  var isOpen: Bool { isOpenNow.value }
+  func open(_ operation: Operation) {
+    operation.willChangeValue(forKey: "isReady")
+    isOpenNow.mutate { $0 = true }
+    operation.didChangeValue(forKey: "isReady")
+  }
+}
+
 /// Records strings in order from any thread.
 final class EventLog: @unchecked Sendable {
   // @unchecked Sendable: wraps a `Locked`.

@@ -259,13 +259,8 @@ struct WorkTests {
   /// ready: it goes to the job's queue, which starts it once it posts the change.
   @Test func aSubclassThatIsNotReadyWaitsForItsReadiness() async throws {
     final class Gated: Work<Int>, @unchecked Sendable {
-      let isOpen = Locked(false)
-      override var isReady: Bool { isOpen.value && super.isReady }
-      func open() {
-        willChangeValue(forKey: "isReady")
-        isOpen.mutate { $0 = true }
-        didChangeValue(forKey: "isReady")
-      }
+      let gate = ReadinessGate()
+      override var isReady: Bool { gate.isOpen && super.isReady }
     }
     let ran = Locked<[String]>([])
     let gated = Gated {
@@ -284,7 +279,7 @@ struct WorkTests {
     job.startJob()
     #expect(await otherDone.waitOpen())
     #expect(ran.value == ["other"])
-    gated.open()
+    gated.gate.open(gated)
     try await job.run()
     #expect(ran.value == ["other", "gated"])
     #expect(gated.output == 1)

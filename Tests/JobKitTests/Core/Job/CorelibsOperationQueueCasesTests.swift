@@ -375,14 +375,10 @@ private final class SyncOperation: Operation, @unchecked Sendable {
 /// which posts the change as Foundation requires.
 private final class GatedOperation: ConcurrentOperation, @unchecked Sendable {
   // @unchecked Sendable: its state is in `Locked`s.
-  private let ready = Locked(false)
+  private let gate = ReadinessGate()
   let ran = Locked(false)
-  override var isReady: Bool { ready.value && super.isReady }
-  func makeReady() {
-    willChangeValue(forKey: "isReady")
-    ready.mutate { $0 = true }
-    didChangeValue(forKey: "isReady")
-  }
+  override var isReady: Bool { gate.isOpen && super.isReady }
+  func makeReady() { gate.open(self) }
   override func operationStart() {
     ran.mutate { $0 = true }
     operationDone()
