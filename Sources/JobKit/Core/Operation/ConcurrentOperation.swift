@@ -79,7 +79,8 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
   /// started and has been started by its queue).
   public final override var isFinished: Bool { state.withLock { $0.isFinished } }
 
-  /// As `Operation`'s; also recorded in the operation's own state, for a job that starts it.
+  /// As `Operation`'s. The operation also keeps the class in its own state: a job that starts it
+  /// itself, in no queue, starts it at that class. An override's setter must call `super`.
   open override var qualityOfService: QualityOfService {
     get { super.qualityOfService }
     set {
@@ -88,7 +89,8 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
     }
   }
 
-  /// As `Operation`'s; also recorded in the operation's own state (see ``isReadyToStart``).
+  /// As `Operation`'s. The operation also records that it was given a dependency: a job that
+  /// starts it itself then asks `isReady` first. Overrides must call `super`.
   open override func addDependency(_ operation: Operation) {
     state.withLock { $0.hadDependency = true }
     super.addDependency(operation)
