@@ -8,4 +8,14 @@ extension ConcurrentOperation {
     if inheritsFoundationsAnswers, !state.withLock({ $0.hadDependency }) { return true }
     return isReady
   }
+
+  /// Before a start skips the work of a cancelled operation: sets Foundation's `isCancelled` if a
+  /// `cancel()` recorded the cancel in the state (its first step) but has not called Foundation's
+  /// own `cancel()` yet, which does nothing once the operation finished, so the flag would stay
+  /// `false` on a task that was cancelled and skipped.
+  func setFoundationsCancelFlag() {
+    if !super.isCancelled {
+      super.cancel()
+    }
+  }
 }

@@ -119,8 +119,7 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
   }
 
   private func start(inQueue: Bool) {
-    // Foundation's `isCancelled` takes Foundation's lock, and is `true` only after `cancel()`
-    // recorded the cancel in the state: read only where a subclass may override it.
+    // Foundation's `isCancelled` (its lock) is read only where a subclass may override it.
     let isCancelled = inheritsFoundationsAnswers ? false : self.isCancelled
     let action = state.withLock { $0.start(isCancelled: isCancelled) }
     switch action {
@@ -132,6 +131,7 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
       runStart(telling: observers)
     case .skipCancelled:
       postExecutingChange(inQueue: inQueue)
+      setFoundationsCancelFlag()
       startCancelled()
       startReturned()
     case .deferred:

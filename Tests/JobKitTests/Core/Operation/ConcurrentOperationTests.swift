@@ -285,3 +285,39 @@ extension ConcurrentOperationTests {
     #expect(operation.isCancelled)
   }
 }
+
+extension ConcurrentOperationTests {
+  enum Kind: String, CaseIterable, Sendable {
+    case subclass, blockTask, work, pipeline
+
+    func make(ran: Locked<Bool>) -> ConcurrentOperation {
+      switch self {
+      case .subclass:
+        return ManualTask()
+      case .blockTask:
+        return BlockTask { ran.mutate { $0 = true } }
+      case .work:
+        return Work { ran.mutate { $0 = true } }
+      case .pipeline:
+        return Pipeline.start { ran.mutate { $0 = true } }
+      }
+    }
+  }
+
+  /// A start that lands after a `cancel()` recorded the cancel in the operation's state (its first
+  /// step) but before that `cancel()` called Foundation's own: the work is skipped and
+  /// Foundation's `isCancelled` is `true` once the operation finished (Foundation's `cancel()`
+  /// does nothing on a finished operation, so the skipping start sets it).
+  @Test(arguments: Kind.allCases)
+  func aStartBetweenACancelsTwoStepsSkipsTheWorkAndSaysCancelled(kind: Kind) {
+    let ran = Locked(false)
+    let operation = kind.make(ran: ran)
+    _ = operation.state.withLock { $0.recordCancel() }
+    operation.start()
+    #expect(operation.isFinished && !ran.value)
+    #expect((operation as? ManualTask)?.didStart != true)
+    #expect(operation.isCancelled)
+    operation.cancel()  // the cancel's second step, after the finish: no change
+    #expect(operation.isCancelled && operation.error == nil)
+  }
+}
