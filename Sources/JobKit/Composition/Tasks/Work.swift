@@ -105,21 +105,37 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
   /// it have none, its ``ConcurrentOperation/error`` or else `CancellationError`. For its node's
   /// routing (`WorkNode`), after the finish, with no lock held; reads the state once.
   func deliverOutcome(to completion: (Result<Output, any Error>) -> Void) {
-    let (isComplete, failure, value) = withWorkState { ($0.isComplete, $0.failure, $0.value) }
+    Self.deliver(self, to: completion)
+  }
+
+  /// `deliverOutcome(to:)`, inlinable: made into a closure by the caller's specialization of
+  /// `trackAndQueue(resultOf:completion:)` (a `WorkNode`'s `deliver`), it builds the `Result`
+  /// where `Output` is known, without asking the runtime for the metadata of
+  /// `Result<Output, any Error>` as JobKit's unspecialized generic code must.
+  @inlinable
+  static func deliver(_ work: Work<Output>, to completion: (Result<Output, any Error>) -> Void) {
+    let (isComplete, failure, value) = work.outcomeParts
     if !isComplete {
-      completion(.failure(error ?? CancellationError()))
+      completion(.failure(work.error ?? CancellationError()))
     } else if let failure {
       completion(.failure(failure))
     } else {
       // A complete state without a failure holds the body's value, an `Output`, boxed.
-      completion(.success(Self.unbox(value!)))
+      completion(.success(unbox(value!)))
     }
+  }
+
+  /// The state's outcome in one read: whether it is complete, its failure, its boxed value.
+  @usableFromInline
+  var outcomeParts: (isComplete: Bool, failure: (any Error)?, value: (any Sendable)?) {
+    withWorkState { ($0.isComplete, $0.failure, $0.value) }
   }
 
   /// The `Output` that `complete` boxed. The box holds exactly an `Output` unless `Output` is an
   /// existential (the box then holds its dynamic type): opened and its type compared, it is
   /// reinterpreted as is, without the runtime's cast from an existential.
-  private static func unbox(_ value: any Sendable) -> Output {
+  @inlinable
+  static func unbox(_ value: any Sendable) -> Output {
     func open<Boxed>(_ boxed: Boxed) -> Output {
       Boxed.self == Output.self ? unsafeBitCast(boxed, to: Output.self) : boxed as! Output
     }
@@ -295,19 +311,28 @@ private struct WorkState {
 /// `TaskNodeWithCompletion` is.
 @usableFromInline
 final class WorkNode<Output: Sendable>: TaskNode, @unchecked Sendable {
-  // @unchecked Sendable: as for `TaskNode`; `completion` is immutable and `@Sendable`.
+  // @unchecked Sendable: as for `TaskNode`; `completion` and `deliver` are immutable and
+  // `@Sendable`.
+  @usableFromInline
+  typealias Delivery = @Sendable (Work<Output>, (Result<Output, any Error>) -> Void) -> Void
+
   let completion: @Sendable (Result<Output, any Error>) -> Void
+  /// `Work.deliver`, made by the caller's specialization: a closure with no context once `Output`
+  /// is known there (a caller generic over `Output` makes it with one, which holds the metadata).
+  let deliver: Delivery
 
   @usableFromInline
   init(
-    job: JobController, work: Work<Output>, completion: @escaping @Sendable (Result<Output, any Error>) -> Void
+    job: JobController, work: Work<Output>, completion: @escaping @Sendable (Result<Output, any Error>) -> Void,
+    deliver: @escaping Delivery
   ) {
     self.completion = completion
+    self.deliver = deliver
     super.init(job: job, task: work)
   }
 
   override func deliverCompletion(_ task: Operation) -> Bool {
-    unsafeDowncast(task, to: Work<Output>.self).deliverOutcome(to: completion)
+    deliver(unsafeDowncast(task, to: Work<Output>.self), completion)
     return true
   }
 }
@@ -330,7 +355,8 @@ extension JobController {
     resultOf work: Work<Output>,
     completion: @escaping @Sendable (Result<Output, any Error>) -> Void
   ) {
-    track(work, node: WorkNode(job: self, work: work, completion: completion), queue: queueOfTasks)
+    let node = WorkNode(job: self, work: work, completion: completion) { Work.deliver($0, to: $1) }
+    track(work, node: node, queue: queueOfTasks)
   }
 
   /// Like ``trackAndQueue(resultOf:completion:)``, but `work` is queued only once every one of
