@@ -117,11 +117,15 @@ extension DatabaseTests {
     @Test func aJobRerunAfterItsProcessDiedSkipsTheCompletedTasks() async throws {
       try await TestDatabase.withClient { client in
         let queue = try await TestDatabase.makeQueue(client)
-        let workers = try await WorkerProcesses.start(2, queue: queue.name)
+        // Two tasks at a time per worker, 50 ms each: the 200 tasks take 2.5 s, so tasks are left
+        // when the job's process is killed after 40 (its rows outlive it: the workers go on with
+        // those they claimed). With the default 16 at a time they took 0.3 s, and a kill that
+        // came a little late found every task done (CI saw it once).
+        let workers = try await WorkerProcesses.start(2, queue: queue.name, extra: ["--max-concurrent", "2"])
         defer { workers.stopAll() }
         let arguments = [
           "job", "--database", TestDatabase.url ?? "", "--queue", queue.name, "--count", "200", "--prefix", "j",
-          "--sleep", "30",
+          "--sleep", "50",
         ]
         let first = try ChildProcess(arguments)
         defer { first.stop() }
