@@ -101,17 +101,13 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
     return Self.outcome(of: state)
   }
 
-  /// Hands `completion` the outcome of this finished task as a `Result`: its ``result``; should
-  /// it have none, its ``ConcurrentOperation/error`` or else `CancellationError`. For its node's
-  /// routing (`WorkNode`), after the finish, with no lock held; reads the state once.
-  func deliverOutcome(to completion: (Result<Output, any Error>) -> Void) {
-    Self.deliver(self, to: completion)
-  }
-
-  /// `deliverOutcome(to:)`, inlinable: made into a closure by the caller's specialization of
-  /// `trackAndQueue(resultOf:completion:)` (a `WorkNode`'s `deliver`), it builds the `Result`
-  /// where `Output` is known, without asking the runtime for the metadata of
-  /// `Result<Output, any Error>` as JobKit's unspecialized generic code must.
+  /// Hands `completion` the outcome of finished `work` as a `Result`: its ``result``; should it
+  /// have none, its ``ConcurrentOperation/error`` or else `CancellationError`. For routing
+  /// (`WorkNode`), after the finish, with no lock held; reads the state once. Inlinable: made
+  /// into a closure by the caller's specialization of `trackAndQueue(resultOf:completion:)` (a
+  /// `WorkNode`'s `deliver`), it builds the `Result` where `Output` is known, without asking the
+  /// runtime for the metadata of `Result<Output, any Error>` as JobKit's unspecialized generic
+  /// code must.
   @inlinable
   static func deliver(_ work: Work<Output>, to completion: (Result<Output, any Error>) -> Void) {
     let (isComplete, failure, value) = work.outcomeParts
@@ -275,7 +271,6 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
   private func reportCompletedTwice() {
     reportMisuse(.completedTwice, "complete was called again on a \(type(of: self)); ignored, the first result stands")
   }
-
 }
 
 /// A ``Work``'s outcome without its value, outside the generic class so that its type does not
@@ -377,7 +372,7 @@ extension JobController {
     completion: @escaping @Sendable (Result<Output, any Error>) -> Void
   ) {
     trackAndQueue(work, after: dependencies) { (finished: Work<Output>) in
-      finished.deliverOutcome(to: completion)
+      Work.deliver(finished, to: completion)
     }
   }
 }

@@ -50,10 +50,7 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
   /// Runs `body` on the state under the operation's mutex (see ``state``).
   @inline(__always)
   final func withStateLocked<Result>(_ body: (inout OperationState) throws -> Result) rethrows -> Result {
-    let mutex = SharedLocks.mutex(for: Unmanaged.passUnretained(self).toOpaque())
-    pthread_mutex_lock(mutex)
-    defer { pthread_mutex_unlock(mutex) }
-    return try body(&lockedState)
+    try SharedLocks.withLock(for: self) { try body(&lockedState) }
   }
   /// The job that starts this operation itself, in no queue (`JobController.enqueue`), from its
   /// hand-off to a worker thread until that worker takes it: written before the hand-off, read and
@@ -85,14 +82,14 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
     get { super.qualityOfService }
     set {
       super.qualityOfService = newValue
-      state.withLock { $0.qualityOfService = newValue }
+      state.withLock { $0.qualityOfServiceSet(to: newValue) }
     }
   }
 
   /// As `Operation`'s. The operation also records that it was given a dependency: a job that
   /// starts it itself then asks `isReady` first. Overrides must call `super`.
   open override func addDependency(_ operation: Operation) {
-    state.withLock { $0.hadDependency = true }
+    state.withLock { $0.dependencyAdded() }
     super.addDependency(operation)
   }
 

@@ -104,9 +104,9 @@ struct OperationState {
   var suspension = OperationSuspension()
   /// The operation's `qualityOfService` as last set (Foundation's own is behind Foundation's
   /// lock): the class a job starts it at when it starts it itself.
-  var qualityOfService = QualityOfService.default
+  private(set) var qualityOfService = QualityOfService.default
   /// `addDependency(_:)` was called (a dependency removed since still counts).
-  var hadDependency = false
+  private(set) var hadDependency = false
 
   var isExecuting: Bool {
     switch phase {
@@ -135,6 +135,16 @@ struct OperationState {
     case alreadyStarted
     /// Suspended: `operationStart()` waits for `resume()` (or a cancel); nothing to do now.
     case deferred
+  }
+
+  /// `qualityOfService` was set.
+  mutating func qualityOfServiceSet(to qualityOfService: QualityOfService) {
+    self.qualityOfService = qualityOfService
+  }
+
+  /// `addDependency(_:)` was called.
+  mutating func dependencyAdded() {
+    hadDependency = true
   }
 
   /// `start()` was called. Whatever it returns (but `alreadyStarted`), the start observers are
