@@ -193,6 +193,9 @@ struct CorelibsOperationQueueCasesTests {
 
   /// A task the job queues waits for an operation of another queue (it goes to the job's queue,
   /// not ready), and an operation of another queue waits for a task the job started itself.
+  /// The job's body waits for `source` to start before it tracks `waiting`: both are handed to
+  /// worker threads, and a `waiting` that reached the queue first would expose it, sending
+  /// `source` through the queue as well (still correct, but not the case under test).
   @Test func dependenciesAcrossQueues() async throws {
     let log = EventLog()
     let other = OperationQueue()
@@ -206,6 +209,7 @@ struct CorelibsOperationQueueCasesTests {
     other.addOperation(dependent)
     let job = CorelibsCaseJob { job in
       job.trackAndQueue(source)
+      source.startedLatch.wait()
       job.trackAndQueue(waiting)
     }
     job.startJob()
