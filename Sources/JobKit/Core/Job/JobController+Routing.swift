@@ -241,12 +241,23 @@ extension JobController {
     perform(withJobState(.afterActions, on: currentThreadID()) { $0.stop(reason) }.result)
   }
 
-  /// Why the job stops, to hand down to a task tracked while it stops: the job's own
-  /// `cancellationReason`, as `performNow` hands down to what it cancels (first reason wins: a
-  /// parent's cancel may have recorded one before the stop this job's state recorded), or, if
-  /// `performNow` has not recorded one yet, the stop's error.
+  /// Why the job stops, to hand down to a task tracked while it stops, as `performNow` hands
+  /// it down to what it cancels: a failing stop's error (recorded as the job's reason if
+  /// `performNow` has not yet), else the job's own `cancellationReason` (a parent's cancel may
+  /// have recorded one before the stop this job's state recorded).
   func stopReason() -> any Error {
-    adoptCancellationReason(readJobState { $0.phase.stopError })
+    stopReason(failing: readJobState { $0.phase.stopError })
+  }
+
+  /// The reason of a stop whose error is `failing` (`nil` for a cancel's stop), recorded as
+  /// the job's `cancellationReason`: a failing stop's error replaces a reason that a cancel
+  /// recorded before the job's state recorded the failure (the job fails with it, and its
+  /// `error` and `cancellationReason` agree); a cancel's stop keeps the first reason.
+  private func stopReason(failing: (any Error)?) -> any Error {
+    if let failing {
+      return adoptFailingStop(failing)
+    }
+    return adoptCancellationReason(nil)
   }
 
   /// Carries out a stop that was recorded: now, or, when this thread is carrying out another
@@ -260,7 +271,7 @@ extension JobController {
   /// a suspension held back, starts those that waited for admission, drains.
   func performNow(_ actions: JobState.StopActions) {
     // Recorded before anything is cancelled, so that what is cancelled sees the job's reason.
-    let reason = adoptCancellationReason(actions.reason)
+    let reason = stopReason(failing: actions.reason)
     for timer in actions.timers {
       timer.cancel()
     }

@@ -182,7 +182,9 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
   /// it down to every task and nested job it cancels, and its `taskFinished` event carries it.
   ///
   /// The first reason wins: a later `cancel(reason:)`, a ``JobController/fail(_:)`` after it, or
-  /// a cancel after the operation finished keeps the reason there is. Safe from any thread.
+  /// a cancel after the operation finished keeps the reason there is. A job that a failure
+  /// stopped first (its `fail(_:)`, time limit or a ``FailurePolicy/failFast`` task, racing this
+  /// call) fails, and its reason is that failure's error. Safe from any thread.
   public final func cancel(reason: any Error) {
     let unused = state.withLock { $0.recordCancellationReason(reason) }
     _ = unused  // released after the lock
@@ -194,7 +196,8 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
   /// ``JobController/fail(_:)``, ``JobKitError/Code/timeLimitExceeded`` when its
   /// ``JobController/timeLimit`` ran out, or the failing task's error under
   /// ``FailurePolicy/failFast``; for a task or nested job a job stopped, the job's reason;
-  /// `CancellationError` after a plain `cancel()`. The first reason recorded stays.
+  /// `CancellationError` after a plain `cancel()`. The first reason recorded stays, except that
+  /// a job that a failure stopped has that failure's error, its ``error``, as its reason.
   public var cancellationReason: (any Error)? { state.withLock { $0.cancellationReason } }
 
   /// How the operation ended, in one read of its state: its error, and whether `cancel()` was
@@ -220,6 +223,15 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
   func adoptFailureReason(_ error: any Error) {
     let unused = state.withLock { $0.recordFailureReason(error) }
     _ = unused  // released after the lock
+  }
+
+  /// A job's failing stop was recorded with `error`: records it as the reason, replacing one a
+  /// cancel wrote before the stop (see `recordFailingStop`). Returns `error`, the reason the
+  /// job hands down to what it cancels.
+  func adoptFailingStop(_ error: any Error) -> any Error {
+    let replaced = state.withLock { $0.recordFailingStop(error) }
+    _ = replaced  // released after the lock
+    return error
   }
 
   /// The reason recorded, and whether a job's failing stop recorded it, in one read.

@@ -88,7 +88,8 @@ struct OperationState {
   private(set) var error: (any Error)?
   /// Why the operation was stopped: the first reason recorded before it finished (a
   /// `cancel(reason:)`, a job's `fail(_:)` or time limit, a parent's reason handed down), or
-  /// `CancellationError` for a plain `cancel()`. `nil` until then.
+  /// `CancellationError` for a plain `cancel()`; for a job whose failing stop its job state
+  /// recorded, that stop's error (`recordFailingStop`). `nil` until then.
   private(set) var cancellationReason: (any Error)?
   /// `cancellationReason` is the error of a job's failing stop (`fail(_:)`, a time limit),
   /// recorded before that stop: a cancel that arrives before the stop stops the job as it.
@@ -213,6 +214,20 @@ struct OperationState {
     guard recordCancellationReason(error) == nil else { return error }
     isFailureReason = true
     return nil
+  }
+
+  /// A job's failing stop (`fail(_:)`, a time limit, a `.failFast` failure) was recorded in its
+  /// job state with `error`: the job ends with that error, so it becomes the reason, a
+  /// failure's, replacing one that a cancel, or a failure whose stop was not the one recorded,
+  /// wrote first (the job state's stop decides, so that `error` and `cancellationReason` agree).
+  /// Nothing changes once the operation finished. Returns the reason replaced, or `error` if not
+  /// kept, for the caller to release after the lock.
+  mutating func recordFailingStop(_ error: any Error) -> (any Error)? {
+    guard phase != .finished else { return error }
+    let replaced = cancellationReason
+    cancellationReason = error
+    isFailureReason = true
+    return replaced
   }
 
   enum CancelAction {

@@ -66,8 +66,9 @@ struct CancellationReasonTests {
   }
 
   /// A parent's cancel records its reason on the job before the job's state records the stop;
-  /// a `fail(_:)` of the job's own can record its stop in between. What the job hands down, to
-  /// the tasks it cancels and to one tracked later, is then the reason it reports.
+  /// a `fail(_:)` of the job's own can record its stop in between. The stop the job's state
+  /// recorded decides: the job fails, its reason is its error, and that is what it hands down,
+  /// to the tasks it cancels and to one tracked later.
   @Test func aTaskTrackedWhileTheJobStopsGetsTheReasonTheJobReports() async {
     let task = ManualTask("t", finishesOnCancel: false)
     let job = TreeJob([task])
@@ -79,9 +80,33 @@ struct CancellationReasonTests {
     job.trackAndQueue(late)
     task.finish()
     await #expect(throws: TestError(2)) { try await job.run() }
-    #expect(reason(of: job) == TestError(1))
-    #expect(reason(of: task) == TestError(1))
-    #expect(reason(of: late) == TestError(1))
+    #expect(job.error as? TestError == TestError(2))
+    #expect(reason(of: job) == TestError(2))
+    #expect(reason(of: task) == TestError(2))
+    #expect(reason(of: late) == TestError(2))
+  }
+
+  /// A `cancel(reason:)` records its reason before it asks the job's state to stop; a task's
+  /// failure under `.failFast` can record the job's stop in between (here the cancel's first
+  /// step alone, then the failure). The job fails with the task's error, which is also its
+  /// reason and what its other tasks are cancelled with.
+  @Test func aFailFastStopBetweenACancelsTwoStepsIsTheReason() async {
+    let failing = ManualTask("failing")
+    let other = ManualTask("other")
+    let job = TreeJob([failing, other])
+    job.failurePolicy = .failFast
+    job.startJob()
+    #expect(await failing.startedLatch.waitOpen())
+    #expect(await other.startedLatch.waitOpen())
+    _ = job.adoptCancellationReason(TestError(1))  // cancel(reason:)'s first step
+    failing.finish(error: TestError(2))
+    await #expect(throws: TestError(2)) { try await job.run() }
+    #expect(job.error as? TestError == TestError(2))
+    #expect(reason(of: job) == TestError(2))
+    #expect(reason(of: other) == TestError(2))
+    // The cancel's second step, after the job failed, changes nothing.
+    job.cancel()
+    #expect(reason(of: job) == TestError(2))
   }
 
   @Test func aReasonIsHandedDownToEveryTaskAndNestedJobAndRunThrowsIt() async {

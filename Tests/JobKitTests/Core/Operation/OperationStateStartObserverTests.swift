@@ -63,6 +63,20 @@ struct OperationStateFailureReasonTests {
     #expect(state.isCancelRequested)
   }
 
+  @Test func aFailingStopReplacesACancelsReasonUntilTheOperationFinished() {
+    var state = OperationState()
+    #expect(state.recordCancellationReason(TestError(5)) == nil)
+    #expect(state.recordFailingStop(TestError(6)) as? TestError == TestError(5))
+    #expect(state.cancellationReason as? TestError == TestError(6))
+    #expect(state.isFailureReason)
+    #expect(state.recordCancellationReason(TestError(7)) as? TestError == TestError(7))
+    #expect(state.cancellationReason as? TestError == TestError(6))
+    _ = state.start()
+    _ = state.finish(error: nil)
+    #expect(state.recordFailingStop(TestError(8)) as? TestError == TestError(8))
+    #expect(state.cancellationReason as? TestError == TestError(6))
+  }
+
   @Test func aFailureAfterACancelsReasonIsNotRecorded() {
     var state = OperationState()
     #expect(state.recordCancellationReason(TestError(3)) == nil)
