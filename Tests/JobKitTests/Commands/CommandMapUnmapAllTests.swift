@@ -64,7 +64,7 @@ struct CommandMapUnmapAllTests {
     let released = Self.mapCapturingProbe(in: map)
     // On a thread of its own: a release under the map's lock would deadlock this thread only.
     Thread { map.unmapAll() }.start()
-    #expect(await released.waitOpen(timeout: 10))
+    #expect(await released.waitOpen())
   }
 
   /// Maps a command whose factory holds the only reference to a probe that calls back into

@@ -207,36 +207,11 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
     state.withLock { ($0.error, $0.isCancelRequested) }
   }
 
-  /// Records `reason` (if there is none yet) and returns the reason the operation stops with:
-  /// what a job hands down to the tasks it cancels.
-  func adoptCancellationReason(_ reason: (any Error)?) -> any Error {
-    let (unused, current): ((any Error)?, (any Error)?) = state.withLock { state in
-      let unused = reason.flatMap { state.recordCancellationReason($0) }
-      return (unused, state.cancellationReason)
-    }
-    _ = unused  // released after the lock
-    return current ?? CancellationError()
-  }
-
   /// A job's failing stop (`fail(_:)`, a time limit) records `error` as the reason before it
   /// records the stop (see `recordFailureReason`).
   func adoptFailureReason(_ error: any Error) {
     let unused = state.withLock { $0.recordFailureReason(error) }
     _ = unused  // released after the lock
-  }
-
-  /// A job's failing stop was recorded with `error`: records it as the reason, replacing one a
-  /// cancel wrote before the stop (see `recordFailingStop`). Returns `error`, the reason the
-  /// job hands down to what it cancels.
-  func adoptFailingStop(_ error: any Error) -> any Error {
-    let replaced = state.withLock { $0.recordFailingStop(error) }
-    _ = replaced  // released after the lock
-    return error
-  }
-
-  /// The reason recorded, and whether a job's failing stop recorded it, in one read.
-  var recordedReason: (reason: (any Error)?, isFailure: Bool) {
-    state.withLock { ($0.cancellationReason, $0.isFailureReason) }
   }
 
   /// Suspends the operation: if its queue starts it while suspended, ``operationStart()`` waits

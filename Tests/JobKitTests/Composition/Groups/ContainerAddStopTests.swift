@@ -105,7 +105,7 @@ struct ContainerAddStopTests {
     #expect(!group.isFinished)
     added.release.open()
     #expect(await addReturned.opened())
-    #expect(await added.finishedSoon(within: 10))
+    #expect(await added.finishedSoon())
     #expect(added.isCancelled && !added.didRun)
     #expect(await group.finishedSoon())
     #expect(group.isCancelled && group.misuses.isEmpty)

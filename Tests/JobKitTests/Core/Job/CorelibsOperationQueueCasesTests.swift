@@ -193,9 +193,10 @@ struct CorelibsOperationQueueCasesTests {
 
   /// A task the job queues waits for an operation of another queue (it goes to the job's queue,
   /// not ready), and an operation of another queue waits for a task the job started itself.
-  /// The job's body waits for `source` to start before it tracks `waiting`: both are handed to
-  /// worker threads, and a `waiting` that reached the queue first would expose it, sending
-  /// `source` through the queue as well (still correct, but not the case under test).
+  /// `waiting` is tracked (from outside `main()`, which the running `source` keeps the job from
+  /// finishing) once `source` started: both are handed to worker threads, and a `waiting` whose
+  /// worker reached the queue first would expose it, sending `source` through the queue as well
+  /// (still correct, but not the case under test).
   @Test func dependenciesAcrossQueues() async throws {
     let log = EventLog()
     let other = OperationQueue()
@@ -207,13 +208,10 @@ struct CorelibsOperationQueueCasesTests {
     dependent.addDependency(source)
     other.addOperation(gate)
     other.addOperation(dependent)
-    let job = CorelibsCaseJob { job in
-      job.trackAndQueue(source)
-      source.startedLatch.wait()
-      job.trackAndQueue(waiting)
-    }
+    let job = CorelibsCaseJob { $0.trackAndQueue(source) }
     job.startJob()
     #expect(await source.startedLatch.waitOpen())
+    job.trackAndQueue(waiting)
     #expect(await gate.startedLatch.waitOpen())
     #expect(await eventually { job.queueOfTasks.operations.contains(waiting) })
     #expect(!job.queueOfTasks.operations.contains(source))

@@ -88,8 +88,8 @@ struct JobControllerHardeningTests {
       #expect(await tracked.0.waitOpen())
       #expect(await tracked.1.waitOpen())
       OperationQueue().addOperation(shared)
-      #expect(await first.finishedSoon(within: 10))
-      #expect(await second.finishedSoon(within: 10))
+      #expect(await first.finishedSoon())
+      #expect(await second.finishedSoon())
       #expect(routedBy.value.sorted() == ["first", "second"])
     }
   }
@@ -111,7 +111,7 @@ struct JobControllerHardeningTests {
       for latch in tracked { #expect(await latch.waitOpen()) }
       OperationQueue().addOperation(shared)
       for job in jobs {
-        #expect(await job.finishedSoon(within: 10))
+        #expect(await job.finishedSoon())
       }
       #expect(ownRuns.value == 1)
     }
@@ -148,8 +148,8 @@ struct JobControllerHardeningTests {
       #expect(await manual.startedLatch.waitOpen())
       manual.finish()
     }
-    #expect(await first.finishedSoon(within: 10))
-    #expect(await second.finishedSoon(within: 10))
+    #expect(await first.finishedSoon())
+    #expect(await second.finishedSoon())
     #expect(routed.value == 2)
     #expect(first.misuses.isEmpty)
     #expect(second.misuses.map(\.code) == [.taskAlreadyQueued])
@@ -243,7 +243,7 @@ struct JobControllerHardeningTests {
     job.forcedCancel = true
     job.startJob()
     // The job's stop cancels the task it tracked; it was never queued, so starting it finishes it.
-    let taskWasCancelled = await eventually(within: .seconds(5)) { before.isCancelled }
+    let taskWasCancelled = await eventually { before.isCancelled }
     #expect(taskWasCancelled)
     before.start()
     if !taskWasCancelled { before.finish() }

@@ -4,8 +4,6 @@ import Testing
 
 @testable import JobKit
 
-/// DHJobController's `trackTask:` (the caller queues the task) on the normal path, and
-/// CompositeOperations' configurable default queue.
 /// A DHJobController-style job that queues its task itself.
 final class SelfQueueingJob: JobController, @unchecked Sendable {
   // @unchecked Sendable: immutable after init.
@@ -27,7 +25,8 @@ final class SelfQueueingJob: JobController, @unchecked Sendable {
   override func allTasksFinished() { routed.mutate { $0.append("all") } }
 }
 
-@Suite("JobController: plain track and the default task queue", .serialized)
+/// DHJobController's `trackTask:` (the caller queues the task) on the normal path.
+@Suite("JobController: plain track")
 struct JobControllerSeedFeatureTests {
   @Test func aTaskTrackedWithTrackAndQueuedByTheCallerIsRoutedToTaskFinished() async throws {
     let someQueue = OperationQueue()
@@ -37,7 +36,19 @@ struct JobControllerSeedFeatureTests {
     #expect(routed.value == ["task mine", "group InstantTask", "all"])
     #expect(job.misuses.isEmpty)
   }
+}
 
+/// CompositeOperations' configurable default queue. `JobController.defaultTaskQueue` is one
+/// setting for the whole process: every job made while the test has it set, by any suite
+/// running beside it, would take that queue instead of a private one of its own (and fail the
+/// suites that check how a job starts its tasks), so it runs only when
+/// `JOBKIT_GLOBAL_STATE_TESTS` is set; `.ci/run` runs it alone.
+@Suite(
+  "JobController: the default task queue (a process-wide setting)",
+  .enabled(
+    if: ProcessInfo.processInfo.environment["JOBKIT_GLOBAL_STATE_TESTS"] != nil, "set JOBKIT_GLOBAL_STATE_TESTS=1")
+)
+struct DefaultTaskQueueTests {
   @Test func jobsAndGroupsCreatedWithoutAQueueUseTheDefaultTaskQueue() async throws {
     let shared = OperationQueue()
     shared.name = "configured default"

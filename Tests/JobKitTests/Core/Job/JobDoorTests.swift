@@ -85,7 +85,7 @@ struct JobDoorTests {
     #expect(await eventually { job.readJobState { $0.registry.groups[key]?.bound?.hasWaiters == true } })
     job.setMaxConcurrentTasks(2, forGroup: ManualTask.self)
     #expect(await second.startedLatch.waitOpen())
-    #expect(await woken.waitOpen(timeout: 10))
+    #expect(await woken.waitOpen())
     #expect(room.value == true)
     first.finish()
     second.finish()
@@ -116,7 +116,7 @@ struct JobDoorTests {
     job.cancel()
     #expect(job.isFinished)
     // Bounded: without the stop's drain nothing else would route the attempt, and `run()` hangs.
-    guard await eventually(within: .seconds(10), { job.isFinished }) else {
+    guard await eventually({ job.isFinished }) else {
       Issue.record("the stopped job never finished")
       return
     }

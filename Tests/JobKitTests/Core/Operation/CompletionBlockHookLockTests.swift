@@ -50,7 +50,7 @@ struct CompletionBlockHookLockTests {
     Thread {
       stripe.withLock { _ in
         Thread { wrapper() }.start()
-        let routed = job.routed.wait(timeout: 10)
+        let routed = job.routed.wait(timeout: 30)
         routedWhileHeld.mutate { $0 = routed }
       }
       done.open()
