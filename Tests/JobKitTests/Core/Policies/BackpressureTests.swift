@@ -33,7 +33,9 @@ private final class CountedLifeTask: ConcurrentOperation, @unchecked Sendable {
 }
 
 /// A job kept open by a gate task (of a group of its own) until the test opens it, so
-/// producers outside add to it.
+/// producers outside add to it. The gate waits as long as the suite may run: a producer of
+/// 100,000 tasks beside every other suite takes over 20 s on 2 cores, and a gate that gave up
+/// first would finish the job under the producer (a hang fails by the suite's time limit).
 private final class OpenJob: JobController, @unchecked Sendable {
   // @unchecked Sendable: immutable after init.
   let started = Latch()
@@ -42,7 +44,7 @@ private final class OpenJob: JobController, @unchecked Sendable {
     trackAndQueue(
       BlockTask(async: { [started, release] in
         started.open()
-        _ = await release.waitOpen()
+        _ = await release.waitOpen(timeout: 600)
       }))
   }
 }
@@ -68,7 +70,7 @@ private func finishInTurn(_ tasks: [TestTask], then job: OpenJob) async throws {
   try await job.run()
 }
 
-@Suite("Backpressure")
+@Suite("Backpressure", .timeLimit(.minutes(10)))
 struct BackpressureTests {
   @Test func tryTrackAndQueueRefusesAtTheBoundAndARefusedTaskIsUntouched() async throws {
     let job = await startedOpenJob(maxQueued: 2)
