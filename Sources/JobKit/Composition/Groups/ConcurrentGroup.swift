@@ -18,8 +18,10 @@ import Foundation
 ///
 /// ```swift
 /// let resize = ConcurrentGroup(taking: images.lazy.map { image in BlockTask { try shrink(image) } })
-/// ``` The group finishes once every task finished and nothing more was
-/// added, so `completionBlock`, dependents, `waitUntilFinished()`, ``JobController/run()`` and
+/// ```
+///
+/// The group finishes once every task finished and nothing more was added, so
+/// `completionBlock`, dependents, `waitUntilFinished()`, ``JobController/run()`` and
 /// ``ConcurrentOperation/runAndWait()`` see the whole tree done. Groups nest to any depth.
 ///
 /// ### Failure
