@@ -7,8 +7,15 @@ enum WorkflowChecks {
   static func reasonKey(_ error: any Error) -> String { String(reflecting: error) }
 
   /// A job's `cancellationReason` is its parent's (handed down), its own planned stop's, or, for
-  /// `.failFast`, its first failure (its error).
+  /// `.failFast`, its first failure (its error). A job a failure stopped (its planned `fail`, or a
+  /// `.failFast` failure) reports its error as its reason.
   static func checkReason(_ job: ModelJob, parent: ModelJob?, start: StartMode?, _ violation: (String) -> Void) {
+    if let error = job.error, job.plan.policy == .failFast || error is ModelStopError {
+      let reason = job.cancellationReason.map(reasonKey) ?? "nil"
+      if reason != reasonKey(error) {
+        violation("failed with \(reasonKey(error)), but its cancellationReason is \(reason)")
+      }
+    }
     guard let reason = job.cancellationReason else { return }
     var allowed: [any Error] = []
     if let inherited = parent?.cancellationReason { allowed.append(inherited) }

@@ -152,6 +152,12 @@ extension JobController {
       guard let last = jobState.withLock({ $0.drainAfterAllTasksFinished() }) else { return .drained(routed: nil) }
       return perform(last)
     case .step(.finish(let finish)):
+      // A failing stop's error is the job's reason (as `performNow` records it): the job may
+      // finish before that stop's `performNow` runs (later on this thread's stop trampoline,
+      // or on the thread that recorded the stop), and a finished operation's reason stays.
+      if case .failed(let error)? = finish.stop {
+        _ = adoptFailingStop(error)
+      }
       finish.graceTimer?.cancel()
       finish.timeLimitTimer?.cancel()
       for group in finish.unusedLimits {

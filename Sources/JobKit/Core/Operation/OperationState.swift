@@ -91,8 +91,9 @@ struct OperationState {
   /// `CancellationError` for a plain `cancel()`; for a job whose failing stop its job state
   /// recorded, that stop's error (`recordFailingStop`). `nil` until then.
   private(set) var cancellationReason: (any Error)?
-  /// `cancellationReason` is the error of a job's failing stop (`fail(_:)`, a time limit),
-  /// recorded before that stop: a cancel that arrives before the stop stops the job as it.
+  /// `cancellationReason` is the error of a job's failing stop: recorded before that stop by
+  /// `fail(_:)` and a time limit (a cancel that arrives before the stop stops the job as it),
+  /// or after it, once the job state recorded it (`recordFailingStop`, any failing stop).
   private(set) var isFailureReason = false
   private(set) var observers = Observers.none
   /// Told when the operation starts, then dropped (empty for an operation nobody's events

@@ -109,6 +109,27 @@ struct CancellationReasonTests {
     #expect(reason(of: job) == TestError(2))
   }
 
+  /// A nested job's `fail(_:)` cancels its task, which finishes on the same thread; the nested
+  /// job finishes, and its `.failFast` parent, whose `main()` returned and which tracks nothing
+  /// else, records its failing stop and finishes in the same drain, before that stop's actions
+  /// run (they wait on the thread's stop trampoline). A cancel's first step recorded another
+  /// reason before. The parent still reports its error as its reason.
+  @Test func aFailFastJobThatFinishesBeforeItsStopsActionsRanReportsItsErrorAsItsReason() async {
+    let deep = ManualTask("deep")
+    let nested = TreeJob([deep])
+    let job = TreeJob([nested])
+    job.failurePolicy = .failFast
+    job.startJob()
+    #expect(await deep.startedLatch.waitOpen())
+    #expect(await eventually { job.readJobState { $0.phase.runsSteps } })  // main() returned
+    _ = job.adoptCancellationReason(TestError(1))  // cancel(reason:)'s first step
+    nested.fail(TestError(2))
+    await #expect(throws: TestError(2)) { try await job.run() }
+    #expect(job.error as? TestError == TestError(2))
+    #expect(reason(of: job) == TestError(2))
+    #expect(reason(of: nested) == TestError(2))
+  }
+
   @Test func aReasonIsHandedDownToEveryTaskAndNestedJobAndRunThrowsIt() async {
     let tree = Tree()
     let (job, nested, task, deep) = (tree.job, tree.nested, tree.task, tree.deep)

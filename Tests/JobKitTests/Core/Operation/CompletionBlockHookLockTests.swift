@@ -30,7 +30,7 @@ struct CompletionBlockHookLockTests {
   /// The task's finish is signalled while another thread holds the lock of its hook's stripe:
   /// the job routes it all the same, because the finish takes the hook's phase with one atomic
   /// exchange. (When the finish took the stripe lock to retire the hook, the callback waited for
-  /// the lock: this test then fails after 10 s.)
+  /// the lock: this test then fails after 30 s.)
   ///
   /// The stripe is global, so other tests' `track` calls wait while it is held; so that the hold
   /// depends on nothing they could hold up (the dispatch pool, the cooperative pool), the task is
@@ -55,7 +55,7 @@ struct CompletionBlockHookLockTests {
       }
       done.open()
     }.start()
-    #expect(await done.waitOpen())
+    #expect(await done.waitOpen(timeout: 60))  // longer than the wait inside
     #expect(routedWhileHeld.value)
     try await finished.value
     #expect(job.routed.opened)
