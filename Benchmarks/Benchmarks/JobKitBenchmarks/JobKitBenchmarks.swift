@@ -3,7 +3,7 @@
 // Thresholds/ (`swift package benchmark thresholds check`), and timed by wall clock on local runs.
 //
 // One iteration runs a variant for `tasks` tasks (dispatches, pipeline steps), so a threshold is
-// that many tasks' allocations; the README's table divides by `tasks`.
+// that many tasks' allocations; Benchmarks/README.md's table divides by `tasks`.
 import BenchVariants
 import Benchmark
 import Foundation

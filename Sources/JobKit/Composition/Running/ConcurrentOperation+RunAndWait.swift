@@ -20,7 +20,7 @@ extension ConcurrentOperation {
   /// adds one only about once a second while its workers are blocked (idle extra workers exit
   /// after a few seconds), so nesting `runAndWait()` deeper than the number of cores stalls about
   /// one second per extra level while the pool is cold, as plain `BlockOperation`s with
-  /// `waitUntilFinished()` do (README, "Performance", has the figures). In a task body, prefer
+  /// `waitUntilFinished()` do (`Benchmarks/README.md` has the figures). In a task body, prefer
   /// a `BlockTask(async:)` that awaits `run()`: it blocks no thread. It never returns if the
   /// blocked thread is one the operation needs: a serial queue's only thread when the operation
   /// or its tasks run on that queue, or a job's `main()` or callback waiting for that job or one
