@@ -3,25 +3,10 @@ import Foundation
 /// The job running one ``CommandMap/dispatch(_:)``, with a report of which mappings it ran and
 /// why the others did not run.
 ///
-/// A dispatch runs its commands itself, as one job: it is a ``GroupJob`` that runs its commands
-/// one after another in priority order, like a ``SequentialGroup`` (on a map created with
-/// `concurrent: true`, all together, like a ``ConcurrentGroup``), on the map's
-/// ``CommandMap/queue``. `dispatch` starts it on the dispatching thread, which queues the first
-/// command (every command, on a concurrent map) before `dispatch` returns. On a sequential map,
-/// each later mapping's guards are asked, and its command created and started, once the command
-/// before it finished (see ``CommandMap`` for the order). The job takes no slot of any queue.
-///
-/// A command that fails (a ``ConcurrentOperation`` that finished with an
-/// ``ConcurrentOperation/error``) does not stop the others. The job then finishes with a
-/// ``JobFailures`` error listing every failed command with its error (also
-/// ``JobController/failures``), and ``JobController/run()`` throws it. A dispatch that chose no
-/// command finishes at once, without an error. Cancelling the job cancels its commands, and the
-/// mappings whose turn had not come are never considered (they are in neither ``ran`` nor
-/// ``skipped``).
-///
-/// The report (``ran``, ``commands``, ``skipped``) grows as the dispatch considers its mappings:
-/// on a concurrent map it is complete when `dispatch` returns, on a sequential one once the job
-/// finished. It can be read from any thread at any time.
+/// It runs the commands in priority order, one after another (all together on a concurrent map),
+/// on the map's ``CommandMap/queue``. A failed command does not stop the others: the job then
+/// finishes with ``JobFailures``. The report (``ran``, ``commands``, ``skipped``) can be read from
+/// any thread at any time. The rules in full: <doc:CommandMapRules>.
 public final class CommandDispatch: GroupJob, @unchecked Sendable {
   // @unchecked Sendable: the properties added here are immutable (the report is behind the
   // chooser's lock); the rest is GroupJob's.

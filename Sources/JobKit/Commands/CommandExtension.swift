@@ -7,17 +7,13 @@ import Foundation
 /// final class GameExtension: CommandExtension {
 ///     let scoreboard: Scoreboard
 ///     init(scoreboard: Scoreboard) { self.scoreboard = scoreboard }
-///
 ///     func configure(_ mapper: CommandExtensionMapper) {
 ///         mapper.map(Scored.self) { [scoreboard] event in AddPoints(event.points, to: scoreboard) }
 ///     }
-///
 ///     func didUnload() { scoreboard.close() }
 /// }
-///
 /// let game = GameExtension(scoreboard: board)
 /// map.load(game)    // calls configure
-/// …
 /// map.unload(game)  // removes exactly the mappings configure made, then calls didUnload
 /// ```
 ///

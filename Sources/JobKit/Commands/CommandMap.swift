@@ -4,8 +4,6 @@ import Foundation
 /// in priority order, each only if all of its guards approve.
 ///
 /// ```swift
-/// struct ServerResponse: Sendable { let status: Int }
-///
 /// let map = CommandMap()
 /// map.map(ServerResponse.self, priority: 10) { response in StoreResponse(response, in: model) }
 /// map.map(ServerResponse.self, guards: [{ $0.status > 500 }]) { _ in Retry(service) }
@@ -14,33 +12,9 @@ import Foundation
 ///
 /// A command is any `Operation` (usually a ``ConcurrentOperation`` or a group), created for each
 /// dispatch by the closure given to `map`; it gets the event and whatever that closure captured.
-/// Related mappings can be loaded and unloaded together as a ``CommandExtension``.
-///
-/// ### What a dispatch does
-/// ``dispatch(_:)`` takes a snapshot of the mappings of the event's exact type. Then, for each
-/// mapping in priority order (higher first, equal priorities in the order they were mapped), just
-/// before that mapping's turn:
-/// 1. it asks the mapping's guards in order, stopping at the first refusal (a refused mapping is
-///    skipped and its command is not created);
-/// 2. for a `once` mapping, claims it: the first dispatch to claim it removes it from the map and
-///    runs it, a racing dispatch that lost skips it;
-/// 3. creates its command and starts it.
-///
-/// On a sequential map (the default), a mapping's turn comes once the commands of higher
-/// priority have run: its guards see what those commands changed. The first mapping is chosen
-/// on the dispatching thread before ``dispatch(_:)`` returns, each later one on the thread that
-/// finished the command before it. On a concurrent map every mapping is chosen at dispatch, on
-/// the dispatching thread, since all commands start together. The commands run as one job, a
-/// ``CommandDispatch``, which `dispatch` starts and returns; it reports which mappings ran and
-/// why the others did not. If the dispatch is cancelled (or a command fails and the job stops),
-/// the mappings whose turn had not come are never considered.
-///
-/// ### Threads
-/// Mapping, unmapping, loading, unloading and dispatching are safe from any thread at the same
-/// time, also from guards, command factories, commands and job callbacks. A mapping added or
-/// removed after a dispatch began does not change that dispatch (it works on its snapshot). The map never
-/// holds its lock while it calls a guard, a command factory, a block or an extension, and
-/// `dispatch` never blocks.
+/// Related mappings can be loaded and unloaded together as a ``CommandExtension``. Every member is
+/// safe from any thread; the map never holds its lock while it calls your code, and a dispatch
+/// works on a snapshot of the mappings. Order and threads in full: <doc:CommandMapRules>.
 public final class CommandMap: Sendable {
   /// The queue dispatched commands run on: each dispatch's job (a ``CommandDispatch``, which runs
   /// its commands one after another, or together on a concurrent map) adds its commands to this

@@ -15,21 +15,10 @@ import Foundation
 /// try timeline.traceEventJSON().write(to: URL(fileURLWithPath: "run.json"))
 /// ```
 ///
-/// Each task is a slice named by the task (its `name`, or its type) and its group (its type),
-/// on a lane of its job where it overlaps no other slice, so a job shows about as many lanes as
-/// it ran tasks at once. A `JobController` that a recorded job tracks (a nested job, a group in a group) is
-/// followed too, and gets a track of its own below its parent's. Failed tasks and jobs (finished
-/// with an error, or timed out) and cancelled ones (finished with `CancellationError`, or a job
-/// that was cancelled) are marked; a task stopped with a reason (``ConcurrentOperation/cancel(reason:)``,
-/// its job's fail or time limit) is marked failed, with the reason as its error. The moment a
-/// job's ``JobController/timeLimit`` ran out is marked on its track.
-///
-/// Times come from the events: a slice lasts the task's `duration` (from its observed start, or
-/// from its tracking for a plain `Operation`), and starts no later than its `taskStarted` (or
-/// `taskTracked`) event was delivered and no earlier than its `taskTracked` event. Events are
-/// stamped when delivered, so slices may sit a little later than the work did; short tasks whose
-/// starts were delivered together are laid end to end within that window rather than stacked. Recording costs a job what listening to its events costs; a job that is not recorded
-/// pays nothing. The timeline keeps every event until it is released.
+/// Recording costs a job what listening to its events costs; a job that is not recorded pays
+/// nothing. The timeline keeps every event until it is released. What is drawn (a track per job,
+/// a lane per concurrent task, failures and cancels marked) and where times come from:
+/// <doc:RecordingATimeline>.
 public final class JobTimeline: Sendable, JobTreeFollowing {
   let recording = LockedBox(TimelineRecording())
 

@@ -10,45 +10,11 @@ import Foundation
 /// commands.add(BlockTask { print("second") })  // runs after "first"
 /// ```
 ///
-/// ### Bursts
-/// Commands added to an idle queue start a *burst*: a ``SequentialGroup`` (mode
-/// ``Mode/sequential``) or ``ConcurrentGroup`` (``Mode/concurrent``) job that runs them. Commands
-/// added while a burst runs join it: in sequential mode they run after the ones added before, in
-/// concurrent mode they start at once (unlike MGCommand, whose concurrent auto-start group did
-/// not run them). A command added exactly as a burst finishes is never lost: it joins that burst
-/// if the burst still accepts it, otherwise it starts a new one. In sequential mode a burst
-/// starts only once the one before it finished, so one command runs at a time, always. Every
-/// command sees ``context``.
-///
-/// ### Drained
-/// ``onDrained`` is called once each time the last running burst finished and no newer one is
-/// running, with the failures of the commands that finished since the previous call (each
-/// command that finished with an ``ConcurrentOperation/error``, in order; empty if none failed).
-/// As in ``JobController/failures``, a command the queue cancelled (``cancelAll()``) is not
-/// listed, even if it went on and failed: its outcome was no longer wanted.
-/// With commands added one after another as earlier ones finish, that can be many times. To
-/// await it instead, call ``drained()``.
-///
-/// **When ``drained()`` returns, ``onDrained`` has reported the failures of the commands it
-/// waited for**, so `await queue.drained()` followed by a look at what your handler collected
-/// sees every failure: `drained()` returns only once the handler calls begun by the time its
-/// commands finished have returned (a call on its way as `drained()` is called included). If
-/// its commands finished while newer ones still run (added meanwhile from another thread, or
-/// after ``cancelAll()``), `drained()` does not wait for those: if failures are unreported then,
-/// ``onDrained`` is called with them first. That is the one call made while commands still run.
-///
-/// ### Pause and cancel
-/// ``pause()`` (or its synonym ``suspend()``, CompositeOperations' spelling) lets the running
-/// commands finish but starts no new one until ``resume()``; commands added meanwhile wait.
-/// Running commands are not suspended themselves: the queue only holds back new starts. The
-/// queue does not drain while commands wait. ``cancelAll()`` cancels every command added so far:
-/// running ones as `cancel()` does, waiting ones so they finish without running. Commands added
-/// later run as usual (in sequential mode, once the cancelled commands finished: one that
-/// ignores the cancel is waited for). A command added
-/// while another thread cancels or resumes is never lost: it runs, or is cancelled and
-/// finishes, before the queue drains (see <doc:RoutingAndThreads>, "Adding and stopping").
-///
-/// Every member is safe to call from any thread.
+/// Commands added to an idle queue start a *burst*, a group that runs them; commands added while
+/// it runs join it. ``onDrained`` is called each time the queue ran dry, with the failures since
+/// the last call, and ``drained()`` awaits that. ``pause()`` holds back new starts until
+/// ``resume()``; ``cancelAll()`` cancels every command added so far. No added command is lost.
+/// Every member is safe to call from any thread. The rules in full: <doc:GroupRules>.
 public final class CommandQueue: Sendable, OperationFinishObserver {
   /// How a burst runs its commands.
   public enum Mode: Sendable {

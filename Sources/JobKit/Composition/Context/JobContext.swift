@@ -1,12 +1,7 @@
 import Foundation
 
-/// A thread-safe store of typed values shared by a group and everything inside it. See
-/// <doc:MigratingFromMGCommand>.
-///
-/// A ``SequentialGroup`` or ``ConcurrentGroup`` hands its ``GroupJob/context`` to each task
-/// that adopts ``ContextConsuming`` and to each nested group, right before it starts that task, so
-/// one instance is shared all the way down. Values are stored under ``ContextKey``s, whose `Value`
-/// type the compiler checks:
+/// A thread-safe store of typed values shared by a group and everything inside it, under
+/// ``ContextKey``s whose `Value` type the compiler checks (how a group hands it down: <doc:GroupRules>).
 ///
 /// ```swift
 /// extension ContextKey where Value == Int {
@@ -23,9 +18,8 @@ import Foundation
 /// print(group.context[.downloaded] ?? 0)
 /// ```
 ///
-/// Every member may be called from any thread, at any time, with no lock of your own. A read sees
-/// the most recent completed write; ``update(_:default:_:)`` changes a value without losing a
-/// concurrent update.
+/// Every member may be called from any thread, with no lock of your own. A read sees the most
+/// recent completed write; ``update(_:default:_:)`` loses no concurrent update.
 public final class JobContext: Sendable {
   private struct Entry {
     let value: any Sendable

@@ -8,49 +8,11 @@ import Foundation
 /// try await downloads.run()  // throws JobFailures if any download failed
 /// ```
 ///
-/// ### Order
-/// When the group starts, it adds every task added so far to ``JobController/taskQueue``; a task
-/// added while the group runs is queued at once. How many run at the same time is up to the
-/// queue (unbounded by default).
-///
-/// A group made with ``init(taking:maxRunning:taskQueue:)`` instead takes its tasks from a
-/// sequence as it runs them, so it never holds more than `maxRunning` of them:
-///
-/// ```swift
-/// let resize = ConcurrentGroup(taking: images.lazy.map { image in BlockTask { try shrink(image) } })
-/// ```
-///
-/// The group finishes once every task finished and nothing more was added, so
-/// `completionBlock`, dependents, `waitUntilFinished()`, ``JobController/run()`` and
-/// ``ConcurrentOperation/runAndWait()`` see the whole tree done. Groups nest to any depth.
-///
-/// ### Failure
-/// A task fails when it finishes with an ``ConcurrentOperation/error``. A failure does not stop
-/// the other tasks: the group finishes after all of them, with a ``JobFailures`` error listing
-/// every failure in the order the tasks finished; the list is also ``JobController/failures``,
-/// readable from any thread. (The group sets ``JobController/failurePolicy`` to
-/// ``FailurePolicy/collect``.)
-///
-/// ### Cancel
-/// `cancel()` (or cancelling a parent group, or the Swift task awaiting ``JobController/run()``)
-/// cancels every task: a cancellable one stops, any other runs to its end and is waited for, and a
-/// task not started yet finishes without running its work. A sequence's tasks not taken yet are
-/// never made. The group then finishes once, cancelled (``ConcurrentOperation/error`` is `nil`).
-///
-/// A task that cancels itself cancels the group (CompositeOperations' transaction): a task that
-/// finished with `isCancelled` `true` and no error, which the group did not cancel (a
-/// ``BlockTask`` or ``Work`` whose body threw `CancellationError` is one), is handled as a
-/// `cancel(reason:)` of the group, with the task's ``ConcurrentOperation/cancellationReason``, on
-/// the thread that finished it, so every other task is cancelled with that reason, even one that
-/// would run until cancelled. The group's ``GroupJob/onCancelled`` handler is called once, right
-/// before a cancelled group finishes; ``JobController/run()`` throws the reason
-/// (`CancellationError` for a task cancelled plainly). ``GroupJob/propagatesTaskCancellation``
-/// turns this off.
-///
-/// ### Context and threads
-/// As for ``SequentialGroup``: each task that adopts ``ContextConsuming`` gets ``GroupJob/context`` right
-/// before it is queued, nested groups share it, and the group's bookkeeping runs serially with
-/// its other job callbacks, on the thread that finished a task.
+/// When the group starts it queues every task added so far; a task added while it runs is queued
+/// at once. ``init(taking:maxRunning:taskQueue:)`` takes tasks from a sequence instead, holding at
+/// most `maxRunning`. A failure does not stop the other tasks: the group finishes after all of
+/// them, with ``JobFailures``. A cancel, or a task that cancels itself, cancels every task.
+/// Order, failure, cancel, context and threads in full: <doc:GroupRules>.
 open class ConcurrentGroup: GroupJob, @unchecked Sendable {
   // @unchecked Sendable: adds no state to GroupJob's lock-protected state.
 

@@ -6,27 +6,9 @@ import Foundation
 ///
 /// Subclass ``SequentialGroup`` or ``ConcurrentGroup``; this class has no public initializer.
 ///
-/// An added task is tracked with the job at once, with a completion closure that starts what
-/// comes next, and waits in the job's admission line until it may start (a sequential group
-/// starts each after the one before it finished, a concurrent group starts all of them when it
-/// starts); then it is added to the job's ``JobController/taskQueue``. A group collects failures
-/// (its ``JobController/failurePolicy`` is ``FailurePolicy/collect``), so a group with failed
-/// tasks finishes with ``JobFailures``. A cancel or a stop on failure (any stop of the job)
-/// cancels the tasks still waiting and queues them, so they finish at once without running
-/// their work, before the group finishes.
-///
-/// Adding and stopping follow one rule (see <doc:RoutingAndThreads>, "Adding and stopping"):
-/// each add is a `track`, decided under the job's lock, so a group never finishes before a task
-/// it accepted finished: the task runs, or is cancelled and finishes without running.
-///
-/// A task that finished cancelled, without an error, and not by the group's doing cancels the
-/// group (see ``propagatesTaskCancellation``), which then calls ``onCancelled`` right before it
-/// finishes.
-///
-/// A group made with `init(taking:)` pulls tasks from its sequence in `main()` and in the
-/// per-task callback of each task it pulled, serially, never holding a lock, and never more than
-/// its `maxRunning` started and not routed at once. A cancel, a stop on failure or the group's
-/// finish stops the pulling; the sequence is released once exhausted or when the group finished.
+/// A group never finishes before a task it accepted finished: each add is decided under the job's
+/// lock. A group collects failures and finishes with ``JobFailures``. How adding, stopping and
+/// taking from a sequence work: <doc:GroupRules>.
 open class GroupJob: JobController, @unchecked Sendable {
   // @unchecked Sendable: all mutable state is under the job's lock (the job's, and `groupState`).
   /// What the group decides beside its job's admission, kept under the job's lock (see

@@ -3,100 +3,22 @@ import Foundation
 /// A serial chain of asynchronous steps, each getting the previous step's result, with one error
 /// handler and one completion handler. See <doc:MigratingFromBlockSequence>.
 ///
-/// Build it with ``start(_:)`` and ``then(_:)->Pipeline<Next>``, set the error handler with ``onError(_:)``
-/// (and, if you need it, the cancellation handler with ``onCancelled(_:)``), and
+/// Build it with ``start(_:)`` and ``then(_:)->Pipeline<Next>``, set the error handler with
+/// ``onError(_:)`` (and, if you need it, the cancellation handler with ``onCancelled(_:)``), and
 /// start it with ``finally(_:)`` (or await ``run()``):
 ///
 /// ```swift
 /// Pipeline.start { try await download(url) }          // Data
 ///     .then { data in try decode(data) }                // Data -> Feed
-///     .then { feed in feed.items.map(\.title) }         // Feed -> [String]
 ///     .onError { error in log("failed: \(error)") }
-///     .finally { titles in show(titles) }
+///     .finally { feed in show(feed) }
 /// ```
 ///
-/// ### Steps
-/// The steps run one at a time, in the order they were added: the first gets nothing, each later
-/// step gets the result of the step before it, and the pipeline's result is the last step's
-/// result. They run in one Swift task the pipeline creates when its queue starts it. By default
-/// each step runs like any nonisolated `async` function, on Swift's global concurrent executor;
-/// with ``start(on:_:)`` every part of every step (between two suspension points) runs on the
-/// `DispatchQueue` you pass instead (this needs task executors: macOS 15, iOS 18, watchOS 11,
-/// tvOS 18, visionOS 2, or Linux).
-///
-/// ### Outcome and handlers
-/// Exactly one of these happens, decided once when the steps ended:
-/// - **Success**: every step returned. ``result`` is set, then the ``finally(_:)`` handler is
-///   called once with the result.
-/// - **Failure**: a step threw. No later step runs, `finally`'s handler is not called, and the
-///   ``onError(_:)`` handler is called once with the error, which is also the pipeline's
-///   ``ConcurrentOperation/error`` and what ``run()`` throws. A failure nothing handles (no
-///   `onError`, no `run()`, no job tracking it) is not silent: it goes to
-///   ``JobKitDiagnostics/unhandledPipelineErrorHandler`` instead, which by default reports
-///   `Pipeline named >> NAME << error: ERROR` as a misuse.
-/// - **Cancel**: `cancel()` came first, or a step cancelled itself by throwing
-///   `CancellationError` while the pipeline was not cancelled (BlockSequence's cancellable
-///   sequence; the step's own `withUnsafeCurrentTask { $0?.cancel() }` followed by
-///   `try Task.checkCancellation()` does that). No later step runs, neither `finally`'s nor
-///   `onError`'s handler is called, the ``onCancelled(_:)`` handler is called once, and the
-///   pipeline finishes with `isCancelled` `true` and no error; ``run()`` throws
-///   `CancellationError`. A pipeline that is a step of a group is then a task that cancelled
-///   itself, so it cancels the group (see ``GroupJob/propagatesTaskCancellation``).
-///
-/// A handler runs, by default, in the pipeline's Swift task right after the last step ended: on
-/// the step queue if you chose one, otherwise on a thread of Swift's global concurrent executor,
-/// never on the main queue. Pass a `DispatchQueue` to ``onError(on:_:)`` or ``finally(on:_:)`` to
-/// run it there (the main queue only helps where something services it, which a command-line
-/// program usually does not). The pipeline finishes (`isFinished`, dependents, a job's completion,
-/// ``run()`` returning) only after its handler returned.
-///
-/// ### Cancel
-/// `cancel()` before the pipeline started means no step runs; more generally, no step begins
-/// after a `cancel()` returned, even one that landed while the pipeline was being started. While
-/// a step runs, `cancel()`
-/// cancels the pipeline's Swift task (so the step sees `Task.isCancelled`, cancellable awaits in
-/// it throw, and its `withTaskCancellationHandler` handlers run on the thread that called
-/// `cancel()`), and the next step does not start; the pipeline finishes once the running step
-/// returned or threw. Cancelling the Swift task that awaits ``run()`` cancels the pipeline. A
-/// cancel that arrives after the last step ended changes nothing.
-///
-/// ### An operation
-/// A pipeline is a ``ConcurrentOperation``: you can add it to any `OperationQueue` (with
-/// dependencies), track it as a task of a ``JobController`` and read ``result`` or
-/// ``ConcurrentOperation/error`` in the completion, or `await` ``ConcurrentOperation/waitForFinish()``.
-/// It occupies a queue slot, but no thread, while its steps run. Such a pipeline is started by its
-/// queue: do not also call ``finally(_:)`` or ``run()`` on it (adding an operation to a second
-/// queue is a fatal error in Foundation); to act on its result, add a last ``then(_:)->Pipeline<Next>`` step.
-///
-/// ### Building and misuse
-/// A step that keeps the output type is appended in place: `then` adds it to this pipeline and
-/// returns this pipeline, so `then` can be called several times on one value, each step getting
-/// the result of the one added before it:
-///
-/// ```swift
-/// let sequence = Pipeline.start { "1st result" }
-/// sequence.then { first in first + ", 2nd result" }
-/// sequence.then { second in second + ", 3rd result" }
-/// sequence.finally { last in print(last) }  // 1st result, 2nd result, 3rd result
-/// ```
-///
-/// A step that changes the output type cannot be added in place: the other `then` returns a new
-/// pipeline carrying the earlier steps, the error handler and the `name`, and this object
-/// becomes a spent builder (the compiler warns when its result is unused). Misuse JobKit can see
-/// never crashes:
-/// - starting a spent builder, or building on one, gives a pipeline that fails with
-///   ``JobKitError/Code/spentBuilder``;
-/// - ``then(_:)->Pipeline<Next>`` or ``onError(_:)`` on a started pipeline leaves it unchanged and returns a
-///   pipeline that fails with ``JobKitError/Code/modifiedAfterStart``;
-/// - a second ``finally(_:)``, or one after the pipeline started, is ignored and reported as
-///   ``JobKitError/Code/startedTwice`` (in ``ConcurrentOperation/misuses`` and to
-///   ``JobKitDiagnostics``).
-///
-/// ### Memory
-/// A pipeline keeps itself alive while its steps run, and drops its steps and handlers when it
-/// ends, so nothing it captured outlives it and it is freed once you release it. It releases
-/// them (and a handler replaced by ``onError(_:)``) after its lock, so their captured values'
-/// `deinit` may call back into the pipeline.
+/// The steps run one at a time, in the order they were added, in one Swift task. Exactly one
+/// outcome follows: every step returned (the `finally` handler), a step threw (the `onError`
+/// handler), or the pipeline was cancelled (the `onCancelled` handler). That handler runs once,
+/// and the pipeline finishes after it returned. Misuse never crashes.
+/// The rules in full (threads, cancel, building, memory): <doc:PipelineRules>.
 public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
   // @unchecked Sendable: all mutable state is `pipelineState`, only touched under its stripe lock;
   // the rest is immutable.

@@ -10,32 +10,14 @@ import Foundation
 /// sequence.add(BlockTask { context in context[.step] = "done" })
 /// ```
 ///
-/// - A synchronous body runs on the thread that starts the task (a worker thread of the queue
-///   it was added to), once, and the task finishes when it returns. `cancel()` cannot interrupt
-///   it: it runs to its end.
-/// - An asynchronous body runs in a new Swift `Task` (not on the starting thread), and the task
-///   finishes when it returns. `cancel()` cancels that Swift task, so `Task.isCancelled`,
-///   `Task.checkCancellation()` and cancellable awaits see it.
-/// - A body that throws finishes the task with that ``ConcurrentOperation/error``, except that a
-///   `CancellationError` means "cancelled", whether or not `cancel()` came first: the task then
-///   finishes cancelled (see below).
+/// - A synchronous body runs once, on the thread that starts the task; `cancel()` cannot interrupt it.
+/// - An asynchronous body runs in a new Swift `Task`; `cancel()` cancels that Swift task.
+/// - A body that throws finishes the task with that ``ConcurrentOperation/error``; a
+///   `CancellationError` ends it cancelled instead, not failed.
 /// - A task cancelled before it started never runs its body.
 ///
-/// ### A body that throws `CancellationError`
-/// Swift code says "cancelled" by throwing `CancellationError` (`try Task.checkCancellation()`,
-/// a cancellable await). A body that throws it, after a `cancel()` or on its own, ends the task
-/// as a `cancel()` would have: if the task was not cancelled yet, it is cancelled now (on the
-/// thread the body threw on, with no JobKit lock held), then it finishes with `isCancelled`
-/// `true` and no ``ConcurrentOperation/error``; ``run()`` throws `CancellationError`. It is not
-/// a failure: a job's ``JobController/failures``, its ``FailurePolicy`` and its retries do not
-/// see it, and a job routes it as a cancelled task. A ``SequentialGroup`` or
-/// ``ConcurrentGroup`` running it is cancelled, exactly as if the task had called `cancel()` on
-/// itself (see ``GroupJob/propagatesTaskCancellation``), as is a ``Pipeline`` whose step throws
-/// `CancellationError`. To fail with it instead, wrap it in an error of your own.
-///
-/// The body can reach the task's ``context`` as its argument, or as ``JobContext/current`` from
-/// any code it calls, for its whole run. The group running the task sets ``context`` before
-/// starting it; a `BlockTask` started outside a group gets a new, empty context.
+/// The body reaches the task's ``context`` as its argument, or as ``JobContext/current``.
+/// The rules in full: <doc:TaskRules>.
 public final class BlockTask: ConcurrentOperation, ContextConsuming, @unchecked Sendable {
   // @unchecked Sendable: `body` is immutable; `blockState` is only touched under its stripe lock.
   /// The body as given: a body without the context argument is kept as it is, not wrapped in a

@@ -9,49 +9,14 @@ import Foundation
 /// let names = try await listing.run()
 /// ```
 ///
-/// - A synchronous body runs once, on the thread that starts the task (a worker thread of its
-///   queue); the task finishes when it returns. `cancel()` cannot interrupt it.
-/// - An `async` body runs in a new Swift `Task`; `cancel()` cancels that task, so
-///   `Task.isCancelled` and cancellable awaits in the body see it.
+/// - A synchronous body runs once, on the thread that starts the task; `cancel()` cannot interrupt it.
+/// - An `async` body runs in a new Swift `Task`; `cancel()` cancels that task.
 /// - A callback body runs once, on the starting thread, and is handed `complete`: call it exactly
-///   once, from any thread, with the outcome. The task finishes then. Later calls are ignored
-///   and reported as ``JobKitError/Code/completedTwice``.
+///   once, from any thread. Later calls are reported as ``JobKitError/Code/completedTwice``.
 ///
-/// ### Outcome
-/// ``result`` is set before the task finishes (before `isFinished`, dependents and the tracking
-/// job's callbacks see it) and never changes afterwards:
-/// - the body returned: `.success(value)`;
-/// - the body threw (or a callback body completed with `.failure`): `.failure(error)`, and the
-///   task finishes with that ``ConcurrentOperation/error``, so failure policies, retries and
-///   ``JobController/failures`` see it;
-/// - the body threw `CancellationError` (after a `cancel()` or on its own, e.g.
-///   `try Task.checkCancellation()`), or a callback body completed with
-///   `.failure(CancellationError())`: "cancelled", not failed. `result` is
-///   `.failure(CancellationError())` (the error the body threw); if the task was not cancelled
-///   yet, it is cancelled now, as by `cancel()` (on the thread that ended the body, with no
-///   JobKit lock held); then it finishes with `isCancelled` `true` and no
-///   ``ConcurrentOperation/error``, like any cancelled task. ``run()`` throws
-///   `CancellationError`; ``JobController/failures``, a ``FailurePolicy`` and retries do not see
-///   it; a ``SequentialGroup`` or ``ConcurrentGroup`` running it is cancelled, as if the task had
-///   called `cancel()` on itself (see ``GroupJob/propagatesTaskCancellation``), just as a
-///   ``Pipeline`` step that throws `CancellationError` cancels its pipeline. To fail with it
-///   instead, wrap it in an error of your own;
-/// - cancelled before it started: the body never runs, and `result` is
-///   `.failure(CancellationError())`.
-///
-/// ### Groups
-/// A job groups tasks by their exact dynamic type, so each specialisation is its own group:
-/// `setCompletion(forGroup: Work<Listing>.self)` and
-/// `setMaxConcurrentTasks(4, forGroup: Work<FileStats>.self)` concern only those tasks. To give
-/// two kinds of work with the same output type groups of their own, subclass with an empty
-/// class; it inherits every initializer:
-///
-/// ```swift
-/// final class Hash: Work<Digest>, @unchecked Sendable {}   // a group apart from Work<Digest>
-/// ```
-///
-/// See <doc:WorkAndTheCrawl> for a job built from `Work` and when to pick `Work`,
-/// ``ConcurrentOperation`` or a plain `Operation`.
+/// ``result`` is set before the task finishes and never changes. A body that throws
+/// `CancellationError` ends the task cancelled, not failed. Each `Work<Output>` specialisation is
+/// its own group in a job. Outcome and groups in full: <doc:TaskRules>.
 open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
   // @unchecked Sendable: `body` is immutable; the outcome and runner live in `workState`, only
   // touched under its stripe lock.

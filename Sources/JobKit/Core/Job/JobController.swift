@@ -1,25 +1,9 @@
 import Foundation
 
 /// A job: an operation that starts child tasks and decides its next step when they finish,
-/// instead of declaring a dependency graph up front.
-///
-/// Subclass it, override `main()` to track the first tasks, and override the routing callbacks
-/// (or pass completion closures) to decide what comes next:
-///
-/// ```swift
-/// final class Thumbnails: JobController, @unchecked Sendable {
-///     override func main() {
-///         for url in urls { trackAndQueue(Download(url)) }
-///     }
-///     override func taskFinished(_ task: Operation) {
-///         if let download = task as? Download { trackAndQueue(Resize(download.data)) }
-///     }
-///     override func allTasksFinished() { print("done") }
-/// }
-/// try await Thumbnails().run()
-/// ```
-///
-/// The contract, in short (the full rules are in <doc:RoutingAndThreads>):
+/// instead of declaring a dependency graph up front. Subclass it, override `main()` to track the
+/// first tasks, and override the routing callbacks (or pass completion closures) to decide what
+/// comes next (an example: <doc:GettingStarted>). The contract, in short (in full: <doc:RoutingAndThreads>):
 /// - **Order.** For each finished task: its own completion closure (or ``taskFinished(_:)``),
 ///   then, if it was the last unfinished task of its exact class, that group's handler (or
 ///   ``taskGroupFinished(_:)``), then, once nothing is tracked and `main()` returned,
@@ -30,9 +14,7 @@ import Foundation
 ///   only then is `isFinished` `true`, so `completionBlock`, dependents and ``run()`` see every
 ///   task and callback done.
 /// - **Stop.** `cancel()` and ``fail(_:)`` cancel the unfinished tasks, skip every later callback
-///   and still wait for the tasks to finish. A task that finished cancelled without the job
-///   stopping (it cancelled itself) is routed like any other: the callbacks decide (see
-///   <doc:RoutingAndThreads>, "A task that cancels itself").
+///   and still wait for the tasks to finish. A task that cancelled itself is routed like any other.
 /// - **Misuse** (tracking twice, after the finish, starting twice) has one documented outcome
 ///   each (``JobKitError/Code``), recorded in ``ConcurrentOperation/misuses``; it never crashes.
 ///

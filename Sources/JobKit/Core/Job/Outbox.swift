@@ -4,23 +4,20 @@ import Foundation
 /// to deliver, progress to publish), and who does it: one thread at a time, the drainer.
 ///
 /// Transitions append to it under the job's lock. With the same lock, the job's door
-/// (`JobController.withJobState`) asks for the thread that changed the state whether it drains
-/// (`JobState.claimDrain`, which asks ``claim(by:mayRoute:extra:)``): if nobody drains and there
-/// is something it may do, it becomes the drainer and loops: take a batch under the lock
-/// (`JobState.nextDrain`), release it, perform the batch, repeat, until `nextDrain` finds nothing
-/// and releases the drainer. `nextDrain` takes from the outbox with ``takeRoute(if:)`` and
-/// ``takeNested()`` and also decides group callbacks and the finish; ``take(mayRoute:)``, the
-/// two together, is the outbox's own loop step, which its unit tests drive.
-/// Everything a drainer performs is performed in the order it was appended, and exactly once.
+/// (`JobController.withJobState`) asks whether the thread that changed the state drains
+/// (`JobState.claimDrain`, which asks ``claim(by:mayRoute:extra:)``). The drainer loops: take a
+/// batch under the lock (`JobState.nextDrain`, with ``takeRoute(if:)`` and ``takeNested()``, which
+/// also decides group callbacks and the finish), release it, perform the batch, repeat, until
+/// `nextDrain` finds nothing and releases the drainer. ``take(mayRoute:)`` is the outbox's own
+/// loop step, which its unit tests drive. Everything is performed in the order it was appended,
+/// and exactly once.
 ///
-/// A drainer that runs user code (a callback) may change the job's state on its own thread (a
-/// callback tracking a task): it then drains *nested*, events and progress only, so that they
-/// are not held back until the callback returned; routes stay for the outer loop, which keeps
+/// A drainer whose callback changes the job's state on its own thread drains *nested*: events
+/// and progress only, so they are not held back; routes stay for the outer loop, which keeps
 /// callbacks one at a time.
 ///
-/// `Route` is a finished task (a node of the job); `Event` a recorded event. Generic so that it
-/// is tested with plain values. What a job's drainer takes from it, and when, is decided by the
-/// `JobState` transitions below, in this file (`claimDrain`, `nextDrain`).
+/// `Route` is a finished task (a node of the job), `Event` a recorded event: generic so that it
+/// is tested with plain values. `claimDrain` and `nextDrain` are in this file.
 struct Outbox<Route, Event> {
   enum Drainer: Equatable {
     case idle

@@ -6,41 +6,23 @@
   import Darwin
 #endif
 
-/// Finishes and stops that nest on one thread run one after another instead of inside each other,
-/// so a tree of nested jobs of any depth finishes, and is stopped, in constant stack.
+/// Finishes, stops and suspension steps that nest on one thread run one after another instead of
+/// inside each other, so a tree of nested jobs of any depth finishes, stops and suspends in
+/// constant stack.
 ///
-/// **Finishes.** A finish travels up a tree of nested jobs: a task's
-/// ``ConcurrentOperation/operationDone(error:)`` tells its job, whose router may run the job's last
-/// callbacks and finish the job, whose `operationDone` tells the parent job, whose router finishes
-/// the parent, and so on. Told directly, each level would run inside the one below it: a chain of
-/// 100,000 nested jobs (or groups) would need 100,000 levels of stack and overflow it. So the first
-/// finish on a thread to tell observers becomes the thread's finish trampoline. A finish that
-/// happens on the same thread while the trampoline tells observers (inside a job's router or
-/// callback) is appended to the trampoline's list and its `operationDone` returns; the trampoline
-/// tells those observers once the current ones returned, then any appended meanwhile, until the
-/// list is empty. The operation's state and its `isFinished` notifications still change before its
-/// `operationDone` returns (dependents, `waitUntilFinished()` and the queue slot are released at
-/// once); each operation's observers are told in registration order, each once, with no lock held;
-/// a job's own callbacks keep their order, since one router runs them.
+/// - **Finishes** travel up the tree: a task's `operationDone` tells its job, whose router may
+///   finish the job, which tells its parent. The first finish on a thread becomes the thread's
+///   finish trampoline; a finish on the same thread meanwhile is appended and its `operationDone`
+///   returns. Its state and `isFinished` notifications still change before it returns; each
+///   operation's observers are told in registration order, each once, with no lock held.
+/// - **Stops** travel down: a stop whose actions come up while the stop trampoline carries out
+///   others is recorded in its job's state at once and carried out right after the current ones.
+/// - **Suspension steps** travel down too; steps handed in while a step runs are carried out
+///   right after it, depth first, as a recursion would.
 ///
-/// **Stops.** A stop travels down the same tree: a job's stop cancels its tasks, each nested job's
-/// `cancel()` stops it and cancels its own tasks, and so on. So the first stop on a thread to carry
-/// out its actions (cancel tasks, release waiting ones, route) becomes the stop trampoline. A stop
-/// whose actions come up while the trampoline carries out others on the same thread (a nested job
-/// cancelled by its parent, or a job stopped from a callback that a cancel caused) is recorded in
-/// its job's state at once, as always (no callback runs after it), and its actions are carried out
-/// right after the current ones, before the outermost stop returns.
-///
-/// **Suspension steps.** A suspend or resume travels down the tree too: a job tells each child,
-/// whose own suspension tells its children, and so on. So the first such steps on a thread become
-/// the thread's step trampoline, and steps handed in while a step runs (one level down) are carried
-/// out right after that step returned, before the steps handed in earlier (depth first, the order a
-/// recursion would take). The outermost call returns once every step was carried out.
-///
-/// Each thread keeps its trampoline state in a small block made on its first use and freed when the
-/// thread exits (a thread-specific pointer says where it is; other threads never see it). A finish
-/// or stop with no trampoline running costs one thread-specific read and two flag writes, and no
-/// allocation.
+/// Each thread keeps its trampoline state in a small block made on first use and freed when the
+/// thread exits. With no trampoline running, a finish or stop costs one thread-specific read and
+/// two flag writes, and no allocation.
 enum Trampoline {
   private typealias Finishes = [(
     operation: ConcurrentOperation, observers: OperationState.Observers, error: (any Error)?

@@ -3,28 +3,6 @@ import Foundation
 /// A base class for asynchronous operations: subclass it, override ``operationStart()`` to begin
 /// the work, and call ``operationDone(error:)`` from any thread once the work is done.
 ///
-/// `ConcurrentOperation` owns the `isExecuting` / `isFinished` bookkeeping that `OperationQueue`
-/// relies on. Both come from one locked state, and the finish is signalled the way both
-/// Foundations need it: the state changes first, then `isExecuting` and `isFinished` change
-/// notifications are posted with no lock held (on Linux, swift-corelibs-foundation acts on
-/// `didChangeValue(forKey: "isFinished")` only; on Apple platforms these are real KVO
-/// notifications). Dependencies, `completionBlock`, `waitUntilFinished()` and serial queues work
-/// with it as with any `Operation`.
-///
-/// ```swift
-/// final class Delay: ConcurrentOperation, @unchecked Sendable {
-///     private let timer = LockedTimer() // your own thread-safe storage
-///     override func operationStart() {
-///         timer.schedule(after: .seconds(1)) { self.operationDone() }
-///     }
-///     override func operationCancelled() {
-///         timer.invalidate()
-///         operationDone()
-///     }
-/// }
-/// ```
-///
-/// ### Lifecycle and threads
 /// - ``operationStart()`` is called at most once, on the thread that called `start()` (a queue's
 ///   worker thread), and never if the operation was cancelled before it started: such an operation
 ///   finishes at once, with ``error`` `nil` and `isCancelled` `true`. If the operation was
@@ -35,8 +13,10 @@ import Foundation
 ///   ``operationStart()`` runs is delivered right after it returns.
 /// - ``operationDone(error:)`` may be called from any thread; only the first call counts.
 ///
-/// Misuse (starting twice, finishing twice, finishing before starting) is reported through
-/// ``JobKitDiagnostics`` and recorded in ``misuses``; it never crashes.
+/// Dependencies, `completionBlock`, `waitUntilFinished()` and serial queues work with it as with
+/// any `Operation`. Misuse (starting twice, finishing twice, finishing before starting) is
+/// reported through ``JobKitDiagnostics`` and recorded in ``misuses``; it never crashes.
+/// An example and how the finish is signalled: <doc:TaskRules>.
 open class ConcurrentOperation: Operation, @unchecked Sendable {
   // @unchecked Sendable: all mutable state lives in `lockedState`, only touched under the
   // operation's mutex (`SharedLocks`), and in `directStarter` (see there).

@@ -5,23 +5,19 @@ import Foundation
 /// job; a routed task releases the tasks that waited for it last.
 ///
 /// A value owned by `JobState` (its `dependencies`), changed only under the job's lock. Inactive
-/// and empty until a job first tracks a task with dependencies, so a job that never does pays
-/// one `Bool` read per routed task. Once active it indexes the job's unrouted tasks by
-/// operation (to tell "tracked, not routed yet" from "not tracked yet"). A dependency that is
-/// neither unrouted nor waited for had finished when the waiting task named it (it counts as
-/// routed), or is not tracked yet.
+/// until a job first tracks a task with dependencies, so a job that never does pays one `Bool`
+/// read per routed task. Once active it indexes the job's unrouted tasks by operation, to tell
+/// "tracked, not routed yet" from "not tracked yet" (or finished before it was named).
 ///
-/// The one gap is a dependency routed between the caller's read of its `isFinished` and
-/// ``wait(_:for:payload:window:)``: the caller opens a *window* (``openWindow()``) before that
-/// read, and while a window is open the tasks routed since are remembered (weakly, with the
-/// routing's sequence number). Records no open window can need are dropped, so a long-running
-/// job keeps none once its waits are settled.
+/// A dependency routed between the caller's read of its `isFinished` and
+/// ``wait(_:for:payload:window:)`` is caught by a *window* (``openWindow()``) opened before that
+/// read: while one is open, the tasks routed since are remembered weakly, with the routing's
+/// sequence number, and dropped once no open window can need them.
 ///
-/// Generic over the job's node (`Node`) and what a waiting task carries until it is released
-/// (`Payload`: its dependencies and where it goes), so that it is tested with plain values.
-/// Transitions return, or collect in ``takeReleased()``, the tasks released; the caller decides
-/// after the lock whether each one runs or is skipped (it reads the dependencies' outcomes then).
-/// Nothing a waiting task carries is released under the lock: every waiter leaves as a release.
+/// Generic over the job's node and what a waiting task carries (`Payload`), so it is tested with
+/// plain values. Transitions return, or collect in ``takeReleased()``, the tasks released; the
+/// caller decides after the lock whether each runs or is skipped. Nothing a waiting task carries
+/// is released under the lock.
 struct TaskDependencies<Node: AnyObject, Payload> {
   /// A task that waits no more, and why.
   struct Release {
