@@ -67,14 +67,18 @@ class TaskNode: OperationFinishObserver, OperationStartObserver, @unchecked Send
   var observingJob: ObjectIdentifier? { ObjectIdentifier(job) }
 
   func operationDidFinish(_ operation: ConcurrentOperation) {
-    // A strong reference for the call: the job may let go of itself in it (`JobKeeper`).
-    let job: JobController = job
-    withExtendedLifetime(job) { job.taskDidFinish(self) }
+    signalFinish()
   }
 
   func operationDidFinish(_ operation: ConcurrentOperation, error: (any Error)?) {
+    signalFinish(error: .some(error))
+  }
+
+  /// Tells the job that the task finished, holding a strong reference to the job for the call:
+  /// the job may let go of itself in it (`JobKeeper`).
+  func signalFinish(error: (any Error)?? = nil) {
     let job: JobController = job
-    withExtendedLifetime(job) { job.taskDidFinish(self, error: .some(error)) }
+    withExtendedLifetime(job) { job.taskDidFinish(self, error: error) }
   }
 
   func operationDidStart(_ operation: ConcurrentOperation) {
