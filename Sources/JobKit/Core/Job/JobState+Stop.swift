@@ -32,7 +32,7 @@ extension JobState {
     guard phase.recordStop(reason) else { return actions }
     if case .failed(let error) = reason { actions.reason = error }
     (actions.admitted, actions.released) = endSuspensionForStop()
-    // Producers waiting for room are woken (their tasks are tracked and cancelled): admission
+    // Producers waiting for room are woken (`waitForRoom` throws the job's reason): admission
     // effects, which the door takes with this lock.
     actions.admitted += dropRateLimitsForStop()
     actions.armsGrace = cancellationGracePeriod != nil && !registry.isEmpty

@@ -88,23 +88,49 @@ extension JobController {
     return track(task, node: node, queue: queueOfTasks, bounded: true) != nil
   }
 
+  /// As ``trackAndQueue(resultOf:completion:)``, unless the group of `work` (its exact type,
+  /// `Work<Output>` or a subclass) has as many tasks waiting as
+  /// ``setMaxQueuedTasks(_:forGroup:)`` allows: then it returns `false`, as
+  /// ``tryTrackAndQueue(_:completion:)`` does, and `completion` is never called.
+  @discardableResult @inlinable
+  public func tryTrackAndQueue<Output>(
+    resultOf work: Work<Output>,
+    completion: @escaping @Sendable (Result<Output, any Error>) -> Void
+  ) -> Bool {
+    let node = WorkNode(job: self, work: work, completion: completion) { Work.deliver($0, to: $1) }
+    return track(work, node: node, queue: queueOfTasks, bounded: true) != nil
+  }
+
   /// Suspends until a task of dynamic type `group` may be tracked under the group's bound
-  /// (``setMaxQueuedTasks(_:forGroup:)``), then returns `true`: a producer outside the job
-  /// waits here instead of holding its tasks in memory. Returns `true` at once if there is room
-  /// or no bound, and `false` if the job finished (no room will come). Room can be taken by
+  /// (``setMaxQueuedTasks(_:forGroup:)``), then returns `true`: a producer waits here instead of
+  /// holding its tasks in memory. Returns `true` at once if there is room or no bound, and
+  /// `false` if the job finished without a stop (no room will come). Room can be taken by
   /// another producer first: call ``tryTrackAndQueue(_:completion:)`` and wait again if it
   /// refuses.
   ///
+  /// Run the producer as a task of the job, so the job stays open until the producer returned:
+  /// a job finishes once every task it tracked finished, even while a producer outside it
+  /// waits here. A `false` for a job that finished without a stop is reported as
+  /// ``JobKitError/Code/producerOutlivedJob``.
+  ///
   /// ```swift
-  /// for item in items {
-  ///   let task = Upload(item)
-  ///   while !job.tryTrackAndQueue(task, completion: { _ in }) {
-  ///     guard try await job.waitForRoom(inGroup: Upload.self) else { return }
+  /// // In `main()`, or a callback:
+  /// trackAndQueue(Work(async: { [self] in
+  ///   for item in items {
+  ///     let task = Upload(item)
+  ///     while !tryTrackAndQueue(task, completion: { _ in }) {
+  ///       guard try await waitForRoom(inGroup: Upload.self) else { return }
+  ///     }
   ///   }
-  /// }
+  /// }))
   /// ```
   ///
-  /// Throws `CancellationError` if the awaiting Swift task is cancelled. No thread is blocked.
+  /// Once the job was stopped (a cancel, ``fail(_:)``, its ``timeLimit``), throws its
+  /// ``ConcurrentOperation/cancellationReason`` (such as ``JobKitError/Code/timeLimitExceeded``),
+  /// as ``run()`` does: a producer waiting when the job stops is woken to learn it, and a
+  /// producer that is a task of the job, cancelled by the stop, gets that reason too. Throws
+  /// `CancellationError` if the awaiting Swift task is cancelled while the job runs. No thread
+  /// is blocked.
   public func waitForRoom<T: Operation>(inGroup group: T.Type) async throws -> Bool {
     let id = LockedBox<UInt64?>(nil)
     let room = await withTaskCancellationHandler {
@@ -122,7 +148,17 @@ extension JobController {
       }
       withdrawn?.resume(returning: true)
     }
+    // A stopped job's producer learns why, as `run()` tells it, whether it waited or not.
+    if let reason = cancellationReason {
+      throw reason
+    }
     try Task.checkCancellation()
+    if !room {
+      reportMisuse(
+        .producerOutlivedJob,
+        "waitForRoom(inGroup: \(group).self) was called in, or waited until, the job's finish; track the producer as a task of the job"
+      )
+    }
     return room
   }
 }
