@@ -354,6 +354,19 @@ extension JobController {
     track(work, node: node, queue: queueOfTasks)
   }
 
+  /// As ``trackAndQueue(resultOf:completion:)``, unless the group of `work` (its exact type,
+  /// `Work<Output>` or a subclass) has as many tasks waiting as
+  /// ``setMaxQueuedTasks(_:forGroup:)`` allows: then it returns `false`, as
+  /// ``tryTrackAndQueue(_:completion:)`` does, and `completion` is never called.
+  @discardableResult @inlinable
+  public func tryTrackAndQueue<Output>(
+    resultOf work: Work<Output>,
+    completion: @escaping @Sendable (Result<Output, any Error>) -> Void
+  ) -> Bool {
+    let node = WorkNode(job: self, work: work, completion: completion) { Work.deliver($0, to: $1) }
+    return track(work, node: node, queue: queueOfTasks, bounded: true) != nil
+  }
+
   /// Like ``trackAndQueue(resultOf:completion:)``, but `work` is queued only once every one of
   /// `dependencies` finished and was routed by this job (see
   /// ``JobController/trackAndQueue(_:after:completion:)``). If one of them failed or was

@@ -88,19 +88,6 @@ extension JobController {
     return track(task, node: node, queue: queueOfTasks, bounded: true) != nil
   }
 
-  /// As ``trackAndQueue(resultOf:completion:)``, unless the group of `work` (its exact type,
-  /// `Work<Output>` or a subclass) has as many tasks waiting as
-  /// ``setMaxQueuedTasks(_:forGroup:)`` allows: then it returns `false`, as
-  /// ``tryTrackAndQueue(_:completion:)`` does, and `completion` is never called.
-  @discardableResult @inlinable
-  public func tryTrackAndQueue<Output>(
-    resultOf work: Work<Output>,
-    completion: @escaping @Sendable (Result<Output, any Error>) -> Void
-  ) -> Bool {
-    let node = WorkNode(job: self, work: work, completion: completion) { Work.deliver($0, to: $1) }
-    return track(work, node: node, queue: queueOfTasks, bounded: true) != nil
-  }
-
   /// Suspends until a task of dynamic type `group` may be tracked under the group's bound
   /// (``setMaxQueuedTasks(_:forGroup:)``), then returns `true`: a producer waits here instead of
   /// holding its tasks in memory. Returns `true` at once if there is room or no bound, and
@@ -114,15 +101,13 @@ extension JobController {
   /// ``JobKitError/Code/producerOutlivedJob``.
   ///
   /// ```swift
-  /// // In `main()`, or a callback:
-  /// trackAndQueue(Work(async: { [self] in
-  ///   for item in items {
-  ///     let task = Upload(item)
-  ///     while !tryTrackAndQueue(task, completion: { _ in }) {
-  ///       guard try await waitForRoom(inGroup: Upload.self) else { return }
-  ///     }
+  /// // The body of the producer, a task the job tracks (the whole example: <doc:ScopeControl>):
+  /// for item in items {
+  ///   let task = Upload(item)
+  ///   while !job.tryTrackAndQueue(task, completion: { _ in }) {
+  ///     guard try await job.waitForRoom(inGroup: Upload.self) else { return }
   ///   }
-  /// }))
+  /// }
   /// ```
   ///
   /// Once the job was stopped (a cancel, ``fail(_:)``, its ``timeLimit``), throws its
