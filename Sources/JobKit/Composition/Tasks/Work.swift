@@ -133,6 +133,7 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
   @inlinable
   static func unbox(_ value: any Sendable) -> Output {
     func open<Boxed>(_ boxed: Boxed) -> Output {
+      // Unchecked only when the types were just compared equal: no runtime cast per task.
       Boxed.self == Output.self ? unsafeBitCast(boxed, to: Output.self) : boxed as! Output
     }
     return _openExistential(value, do: open)
@@ -327,6 +328,7 @@ final class WorkNode<Output: Sendable>: TaskNode, @unchecked Sendable {
   }
 
   override func deliverCompletion(_ task: Operation) -> Bool {
+    // Unchecked: the routed task is the `Work<Output>` this node was made for (per task).
     deliver(unsafeDowncast(task, to: Work<Output>.self), completion)
     return true
   }

@@ -20,81 +20,45 @@ class TaskNode: OperationFinishObserver, OperationStartObserver, @unchecked Send
   /// Not retained: the job holds its nodes, and keeps itself alive while a task may call it
   /// (`JobKeeper`), so a job dropped before its start is freed with the tasks waiting for it.
   unowned(unsafe) let job: JobController
+  /// The task's group (its exact class): `nil` only until the job's `track` transition, which
+  /// looks it up under the job's lock (the node is made before that lock is taken, so
+  /// allocating it adds nothing to the job's critical section). Exclusivity unchecked: never
+  /// written after publication.
+  @exclusivity(unchecked) var group: TaskTypeEntry!
+  /// The tracked task until it has been routed; then `nil`, so the job no longer holds it.
+  /// Exclusivity unchecked: only touched under the job's lock or by its single router.
+  @exclusivity(unchecked) var task: Operation?
   /// The same task, never cleared; only read while the task is known to be alive (tracked, or
   /// finishing on the calling thread).
   unowned(unsafe) let operation: Operation
-
-  /// The node's mutable fields, as one stored value (the accessors below forward to it).
-  struct Fields {
-    /// The task's group (its exact class): `nil` only until the job's `track` transition,
-    /// which looks it up under the job's lock (the node is made before that lock is taken, so
-    /// allocating it adds nothing to the job's critical section). Never written after
-    /// publication.
-    var group: TaskTypeEntry!
-    /// The tracked task until it has been routed; then `nil`, so the job no longer holds it.
-    var task: Operation?
-    /// Where the task is in the job: unfinished (with its slot and timeout), waiting for a
-    /// retry, finished, removed.
-    var state = TaskState.tracked
-    /// Links of the job's list of unfinished tasks (see `TaskRegistry`). The list holds the
-    /// nodes through `next`.
-    var next: TaskNode?
-    unowned(unsafe) var previous: TaskNode?
-    /// Set for a task tracked with a retry policy (before publication, by `trackAttempt`).
-    var retry: RetryAttempt?
-    /// Set while events are listened to (before publication, in the job's `track` transition,
-    /// or as it leaves the admission line, under the job's lock, before the task can start):
-    /// the task's start and finish are timed. `nil` for a task nobody observes, so events
-    /// cost nothing when unused.
-    var timing: TaskTiming?
-    /// Whether the task, tracked before the job started, holds the job alive until it
-    /// finished (`JobKeeper`).
-    var holdsJob = false
-  }
-
-  // Only touched under the job's lock, by its single router once the task finished, or before
-  // publication: the runtime's check is redundant (several per task on the hot path).
-  @exclusivity(unchecked) var fields: Fields
-
-  var group: TaskTypeEntry! {
-    _read { yield fields.group }
-    _modify { yield &fields.group }
-  }
-  var task: Operation? {
-    _read { yield fields.task }
-    _modify { yield &fields.task }
-  }
-  var state: TaskState {
-    _read { yield fields.state }
-    _modify { yield &fields.state }
-  }
-  var next: TaskNode? {
-    _read { yield fields.next }
-    _modify { yield &fields.next }
-  }
-  var previous: TaskNode? {
-    get { fields.previous }
-    set { fields.previous = newValue }
-  }
-  var retry: RetryAttempt? {
-    _read { yield fields.retry }
-    _modify { yield &fields.retry }
-  }
-  var timing: TaskTiming? {
-    _read { yield fields.timing }
-    _modify { yield &fields.timing }
-  }
-  var holdsJob: Bool {
-    get { fields.holdsJob }
-    set { fields.holdsJob = newValue }
-  }
+  /// Where the task is in the job: unfinished (with its slot and timeout), waiting for a
+  /// retry, finished, removed. Only touched under the job's lock (or by its drainer once the
+  /// task finished), so the runtime's exclusivity check is redundant (three per task on the
+  /// finished-task path).
+  @exclusivity(unchecked) var state = TaskState.tracked
+  /// Links of the job's list of unfinished tasks (see `TaskRegistry`), guarded by its lock. The
+  /// list holds the nodes through `next`. Exclusivity unchecked: only touched under the lock.
+  @exclusivity(unchecked) var next: TaskNode?
+  @exclusivity(unchecked) unowned(unsafe) var previous: TaskNode?
+  /// Set for a task tracked with a retry policy (before publication, by `trackAttempt`); exclusivity
+  /// unchecked: never written after publication.
+  @exclusivity(unchecked) var retry: RetryAttempt?
+  /// Set while events are listened to (before publication, in the job's `track` transition, or
+  /// as it leaves the admission line): the task's start and finish are timed. `nil` for a task
+  /// nobody observes, so events cost nothing when unused. Exclusivity unchecked: written once,
+  /// under the job's lock, before the task can start.
+  @exclusivity(unchecked) var timing: TaskTiming?
+  /// Whether the task, tracked before the job started, holds the job alive until it finished
+  /// (`JobKeeper`). Only touched under the job's lock.
+  var holdsJob = false
 
   /// A node for `task`, made with no lock held; the job's `track` transition gives it its
   /// group (`group` is for nodes that never go through it: the state machines' tests).
   init(job: JobController, task: Operation, group: TaskTypeEntry? = nil) {
     self.job = job
-    self.fields = Fields(group: group, task: task)
+    self.task = task
     self.operation = task
+    self.group = group
   }
 
   /// Calls the completion closure given to `track`, if any. Returns `false` when there is none.
@@ -135,6 +99,7 @@ final class TaskNodeWithCompletion<Task: Operation>: TaskNode, @unchecked Sendab
   }
 
   override func deliverCompletion(_ task: Operation) -> Bool {
+    // Unchecked: the routed task is the `Task` this node was made for (per task).
     completion(unsafeDowncast(task, to: Task.self))
     return true
   }

@@ -24,8 +24,7 @@ final class TaskTypeEntry: @unchecked Sendable {
     var bound: QueueBound?
   }
 
-  // Only touched under the job's lock, and read or changed for every task: the runtime's
-  // check is redundant.
+  // Exclusivity unchecked: only touched under the job's lock, for every task.
   @exclusivity(unchecked) private var counts = Counts()
 
   var unfinished: Int {
