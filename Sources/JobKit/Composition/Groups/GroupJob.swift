@@ -159,6 +159,7 @@ open class GroupJob: JobController, @unchecked Sendable {
   /// A task leaving the admission line gets the group's context (`shared`) before it is queued.
   override func prepareForAdmission(_ task: Operation, shared: AnyObject?) {
     if let shared {
+      // Unchecked: a group's shared admission object is only ever its context (per task).
       unsafeDowncast(shared, to: JobContext.self).inject(into: task)
     }
   }
@@ -269,7 +270,7 @@ open class GroupJob: JobController, @unchecked Sendable {
 
   private func sharedContext() -> JobContext {
     let shared = readJobState { $0.admission.shared }
-    return shared.map { unsafeDowncast($0, to: JobContext.self) } ?? JobContext()
+    return shared.flatMap { $0 as? JobContext } ?? JobContext()
   }
 
   private func replaceContext(with context: JobContext) {

@@ -98,6 +98,7 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
   @inlinable
   static func unbox(_ value: any Sendable) -> Output {
     func open<Boxed>(_ boxed: Boxed) -> Output {
+      // Unchecked only when the types were just compared equal: no runtime cast per task.
       Boxed.self == Output.self ? unsafeBitCast(boxed, to: Output.self) : boxed as! Output
     }
     return _openExistential(value, do: open)
@@ -292,6 +293,7 @@ final class WorkNode<Output: Sendable>: TaskNode, @unchecked Sendable {
   }
 
   override func deliverCompletion(_ task: Operation) -> Bool {
+    // Unchecked: the routed task is the `Work<Output>` this node was made for (per task).
     deliver(unsafeDowncast(task, to: Work<Output>.self), completion)
     return true
   }
@@ -317,6 +319,19 @@ extension JobController {
   ) {
     let node = WorkNode(job: self, work: work, completion: completion) { Work.deliver($0, to: $1) }
     track(work, node: node, queue: queueOfTasks)
+  }
+
+  /// As ``trackAndQueue(resultOf:completion:)``, unless the group of `work` (its exact type,
+  /// `Work<Output>` or a subclass) has as many tasks waiting as
+  /// ``setMaxQueuedTasks(_:forGroup:)`` allows: then it returns `false`, as
+  /// ``tryTrackAndQueue(_:completion:)`` does, and `completion` is never called.
+  @discardableResult @inlinable
+  public func tryTrackAndQueue<Output>(
+    resultOf work: Work<Output>,
+    completion: @escaping @Sendable (Result<Output, any Error>) -> Void
+  ) -> Bool {
+    let node = WorkNode(job: self, work: work, completion: completion) { Work.deliver($0, to: $1) }
+    return track(work, node: node, queue: queueOfTasks, bounded: true) != nil
   }
 
   /// Like ``trackAndQueue(resultOf:completion:)``, but `work` is queued only once every one of

@@ -65,6 +65,12 @@ extension JobController {
     jobState.withLock { state in read(state) }
   }
 
+  /// The door for the job's `deinit`: its unrouted nodes let go of their tasks (returned, to be
+  /// released after the lock).
+  func abandonJobState() -> [Operation] {
+    jobState.withLock { $0.abandon() }
+  }
+
   /// Carries out what admissions left to do after the lock: schedules refill timers (one per
   /// group at a time) and resumes the producers waiting for room.
   func performAdmissionEffects(_ effects: AdmissionEffects?) {
@@ -80,6 +86,8 @@ extension JobController {
         scheduleRefill(of: group)
       case .wake(let waiter, let room):
         waiter.resume(returning: room)
+      case .release:
+        break  // with `effects`, after this
       }
     }
   }

@@ -95,6 +95,12 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
     self.privateTaskQueue = privateTaskQueue
   }
 
+  deinit {
+    // A job freed before it finished (never started) still tracks tasks waiting for its start.
+    let abandoned = abandonJobState()
+    _ = abandoned  // released after the lock: a task's `deinit` is user code
+  }
+
   // MARK: - Starting
 
   /// Submits the job to ``sharedJobQueue``.
@@ -235,7 +241,7 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// Runs `main()`, then routes finished tasks. Subclasses override `main()`, not this.
   public final override func operationStart() {
     let thread = currentThreadID()
-    let (runsMain, timeLimit) = withJobState { ($0.beginMain(on: thread), $0.beginTimeLimit()) }
+    let (runsMain, timeLimit) = withJobState { ($0.beginMain(on: thread, keeping: self), $0.beginTimeLimit()) }
     if let timeLimit {
       armTimeLimit(timeLimit)
     }
@@ -277,7 +283,7 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
     // queue start the job (corelibs schedules a cancelled operation at once) before its own
     // `stop(.cancelled)` ran, and nothing may be routed as if the job ran normally.
     stop(cancelStop)
-    _ = withJobState { $0.beginMain(on: currentThreadID()) }
+    _ = withJobState { $0.beginMain(on: currentThreadID(), keeping: self) }
     stoppedBeforeMain()
     withJobState { $0.mainReturned() }
   }

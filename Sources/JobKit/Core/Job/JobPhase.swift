@@ -55,6 +55,12 @@ enum JobPhase {
     return false
   }
 
+  /// Not started yet.
+  var isIdle: Bool {
+    if case .idle = self { return true }
+    return false
+  }
+
   var isRunningMain: Bool {
     if case .runningMain = self { return true }
     return false

@@ -32,7 +32,7 @@ extension JobState {
     guard phase.recordStop(reason) else { return actions }
     if case .failed(let error) = reason { actions.reason = error }
     (actions.admitted, actions.released) = endSuspensionForStop()
-    // Producers waiting for room are woken (their tasks are tracked and cancelled): admission
+    // Producers waiting for room are woken (`waitForRoom` throws the job's reason): admission
     // effects, which the door takes with this lock.
     actions.admitted += dropRateLimitsForStop()
     actions.armsGrace = cancellationGracePeriod != nil && !registry.isEmpty
@@ -45,6 +45,9 @@ extension JobState {
         // The failed attempt is the task's last one: route it now (silently).
         if let timer { actions.timers.append(timer.timer) }
         outbox.route(node)
+        if keeper.holdsTasks {
+          admissionEffects.release(keeper.letGo(of: node))
+        }
       case .none:
         break
       }

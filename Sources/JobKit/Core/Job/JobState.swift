@@ -38,12 +38,18 @@ struct JobState {
   var dependencies = TaskDependencies<TaskNode, DependencyWait>()
   /// Which tasks tracked for admission may go on now (`Policies/JobAdmission.swift`).
   var admission = JobAdmission()
+  /// The job's reference to itself while something that does not hold it may call it.
+  var keeper = JobKeeper()
 
   // MARK: Submission and start
 
   /// The job started on `thread`. Returns `true` if `main()` must be called (`false` if the job
   /// was stopped first).
-  mutating func beginMain(on thread: UInt) -> Bool {
+  /// `job` (`nil` in the state machine's tests) holds itself until it finishes (`JobKeeper`).
+  mutating func beginMain(on thread: UInt, keeping job: JobController? = nil) -> Bool {
+    if let job {
+      keeper.start(job)
+    }
     let runsMain = phase.beginMain(on: thread)
     emit(.started)
     return runsMain
@@ -103,6 +109,10 @@ struct JobState {
     node.group = registry.group(for: type(of: task))
     if bounded, !acceptUnderBound(node.group) { return .refused }
     registry.insert(node)
+    if phase.isIdle, !waitsForAdmission {
+      // Before the start, only a task the job hands out keeps it alive (see `JobKeeper`).
+      keeper.hold(for: node)
+    }
     if dependencies.isActive || waitsForDependencies {
       indexForDependencies(node, task, activating: waitsForDependencies)
     }
@@ -159,11 +169,28 @@ struct JobState {
   private mutating func forget(_ node: TaskNode) {
     guard node.state.isRegistered else { return }
     registry.remove(node)
+    if keeper.holdsTasks {
+      admissionEffects.release(keeper.letGo(of: node))
+    }
     forgetForDependencies(node)
     if let task = node.task {
       progressChanged(progress.forgot(task))
     }
     node.task = nil
+  }
+
+  /// The job is freed before it finished (it never started): each unrouted node lets go of its
+  /// task, which holds the node as its finish observer. Returns the tasks, to release after the
+  /// lock (a task's `deinit` is user code).
+  mutating func abandon() -> [Operation] {
+    var tasks: [Operation] = []
+    for node in registry.nodes {
+      if let task = exchange(&node.task, with: nil) {
+        tasks.append(task)
+      }
+    }
+    registry.removeAll()
+    return tasks
   }
 
   /// A tracked `ConcurrentOperation` started (only observed while events are listened to);
@@ -200,6 +227,9 @@ struct JobState {
     guard let release = node.state.finish(report: report) else { return nil }
     node.timing?.finishedAt = now
     outbox.route(node)
+    if keeper.holdsTasks {
+      admissionEffects.release(keeper.letGo(of: node))
+    }
     guard release.slot || release.box != nil || release.leftLine else { return nil }
     let admitted = giveBack(release, of: node)
     return FinishActions(admitted: admitted, timeout: release.timer)
@@ -356,6 +386,7 @@ struct JobState {
     phase.finish()
     let droppedGroups = registry.dropGroups()
     wakeProducersForFinish(droppedGroups)
+    admissionEffects.release(keeper.finish())
     emit(.finished(error: error ?? stop?.eventError))
     listeners.close()
     progressChanged(progress.finish())

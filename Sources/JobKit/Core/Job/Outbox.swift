@@ -325,6 +325,9 @@ struct AdmissionEffects {
     case refill(TaskTypeEntry)
     /// Resume a producer waiting for room: `true`, look again; `false`, the job finished.
     case wake(CheckedContinuation<Bool, Never>, room: Bool)
+    /// Drop the job's reference to itself (`JobKeeper`): released after the lock, with the
+    /// effects, so the job's `deinit` never runs under it.
+    case release(JobController)
   }
 
   private(set) var effects: [Effect] = []
@@ -337,5 +340,11 @@ struct AdmissionEffects {
 
   mutating func wake(_ waiter: CheckedContinuation<Bool, Never>, room: Bool) {
     effects.append(.wake(waiter, room: room))
+  }
+
+  mutating func release(_ job: JobController?) {
+    if let job {
+      effects.append(.release(job))
+    }
   }
 }

@@ -19,6 +19,7 @@ final class PrivateTaskQueue: ManagedBuffer<Void, Int> {
   static func make() -> PrivateTaskQueue {
     let buffer = create(minimumCapacity: 1) { _ in }
     buffer.withUnsafeMutablePointerToElements { $0.initialize(to: 0) }
+    // `create` makes an instance of the class it is called on (unchecked: once per job).
     return unsafeDowncast(buffer, to: PrivateTaskQueue.self)
   }
 
@@ -98,6 +99,7 @@ extension JobController {
     cjobkit_queue_async(cjobkit_global_queue(qualityOfService.dispatchClass), context) { context in
       // Always the context passed above, never nil.
       guard let context else { return }
+      // The C hand-off's context: the operation retained above, taken back once.
       JobController.startHandedOver(Unmanaged<ConcurrentOperation>.fromOpaque(context).takeRetainedValue())
     }
   }

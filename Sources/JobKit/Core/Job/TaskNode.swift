@@ -17,7 +17,9 @@ import Foundation
 @usableFromInline
 class TaskNode: OperationFinishObserver, OperationStartObserver, @unchecked Sendable {
   // @unchecked Sendable: mutable fields are guarded by the owning job's lock (see above).
-  let job: JobController
+  /// Not retained: the job holds its nodes, and keeps itself alive while a task may call it
+  /// (`JobKeeper`), so a job dropped before its start is freed with the tasks waiting for it.
+  unowned(unsafe) let job: JobController
   /// The task's group (its exact class): `nil` only until the job's `track` transition, which
   /// looks it up under the job's lock (the node is made before that lock is taken, so
   /// allocating it adds nothing to the job's critical section). Exclusivity unchecked: never
@@ -46,6 +48,9 @@ class TaskNode: OperationFinishObserver, OperationStartObserver, @unchecked Send
   /// nobody observes, so events cost nothing when unused. Exclusivity unchecked: written once,
   /// under the job's lock, before the task can start.
   @exclusivity(unchecked) var timing: TaskTiming?
+  /// Whether the task, tracked before the job started, holds the job alive until it finished
+  /// (`JobKeeper`). Only touched under the job's lock.
+  var holdsJob = false
 
   /// A node for `task`, made with no lock held; the job's `track` transition gives it its
   /// group (`group` is for nodes that never go through it: the state machines' tests).
@@ -62,11 +67,18 @@ class TaskNode: OperationFinishObserver, OperationStartObserver, @unchecked Send
   var observingJob: ObjectIdentifier? { ObjectIdentifier(job) }
 
   func operationDidFinish(_ operation: ConcurrentOperation) {
-    job.taskDidFinish(self)
+    signalFinish()
   }
 
   func operationDidFinish(_ operation: ConcurrentOperation, error: (any Error)?) {
-    job.taskDidFinish(self, error: .some(error))
+    signalFinish(error: .some(error))
+  }
+
+  /// Tells the job that the task finished, holding a strong reference to the job for the call:
+  /// the job may let go of itself in it (`JobKeeper`).
+  func signalFinish(error: (any Error)?? = nil) {
+    let job: JobController = job
+    withExtendedLifetime(job) { job.taskDidFinish(self, error: error) }
   }
 
   func operationDidStart(_ operation: ConcurrentOperation) {
@@ -87,6 +99,7 @@ final class TaskNodeWithCompletion<Task: Operation>: TaskNode, @unchecked Sendab
   }
 
   override func deliverCompletion(_ task: Operation) -> Bool {
+    // Unchecked: the routed task is the `Task` this node was made for (per task).
     completion(unsafeDowncast(task, to: Task.self))
     return true
   }

@@ -7,22 +7,51 @@ final class TaskTypeEntry: @unchecked Sendable {
   let type: Operation.Type
   /// The group's name for events and failures (the type's name), made once.
   private(set) lazy var name = String(describing: type)
-  /// Exclusivity unchecked (here and on `limit`, `running`, `rate`, `bound`): only touched under
-  /// the job's lock, and read or changed for every task.
-  @exclusivity(unchecked) var unfinished = 0
-  /// Whether the job ever tracked a task of this group (a limit on a group that never did is
-  /// reported when the job finishes).
-  @exclusivity(unchecked) var hasTracked = false
+  /// The group's counts and limits, as one stored value (the accessors below forward to it).
+  struct Counts {
+    var unfinished = 0
+    /// Whether the job ever tracked a task of this group (a limit on a group that never did is
+    /// reported when the job finishes).
+    var hasTracked = false
+    /// At most this many of the group's job-queued tasks execute at once (`nil`: no limit).
+    var limit: Int?
+    /// How many of the group's tasks hold a slot.
+    var running = 0
+    /// Tasks per second, as a token bucket (`nil`: no rate limit). Combines with `limit`: a
+    /// task is admitted only with a slot and a token.
+    var rate: RateLimit?
+    /// How many tasks may wait behind the limits (`nil`: no bound), and who waits for room.
+    var bound: QueueBound?
+  }
+
+  // Exclusivity unchecked: only touched under the job's lock, for every task.
+  @exclusivity(unchecked) private var counts = Counts()
+
+  var unfinished: Int {
+    get { counts.unfinished }
+    set { counts.unfinished = newValue }
+  }
+  var hasTracked: Bool {
+    get { counts.hasTracked }
+    set { counts.hasTracked = newValue }
+  }
+  var limit: Int? {
+    get { counts.limit }
+    set { counts.limit = newValue }
+  }
+  var running: Int {
+    get { counts.running }
+    set { counts.running = newValue }
+  }
+  var rate: RateLimit? {
+    _read { yield counts.rate }
+    _modify { yield &counts.rate }
+  }
+  var bound: QueueBound? {
+    _read { yield counts.bound }
+    _modify { yield &counts.bound }
+  }
   private(set) var handler: (@Sendable () -> Void)?
-  /// At most this many of the group's job-queued tasks execute at once (`nil`: no limit).
-  @exclusivity(unchecked) var limit: Int?
-  /// How many of the group's tasks hold a slot.
-  @exclusivity(unchecked) var running = 0
-  /// Tasks per second, as a token bucket (`nil`: no rate limit). Combines with ``limit``: a
-  /// task is admitted only with a slot and a token.
-  @exclusivity(unchecked) var rate: RateLimit?
-  /// How many tasks may wait behind the limits (`nil`: no bound), and who waits for room.
-  @exclusivity(unchecked) var bound: QueueBound?
   /// Tasks waiting for a slot, in tracking order. The line never holds a node after its
   /// admission (see `Line`): a node routed since would otherwise be released when the line
   /// compacts, under the job's lock, with the user's completion closure.

@@ -46,6 +46,7 @@ enum Trampoline {
     var key = pthread_key_t()
     let created = pthread_key_create(&key) { raw in
       let pointer: UnsafeMutableRawPointer? = raw
+      // The key only ever holds a `ThreadState` this type allocated.
       guard let state = pointer?.assumingMemoryBound(to: ThreadState.self) else { return }
       state.deinitialize(count: 1)
       state.deallocate()
@@ -61,6 +62,7 @@ enum Trampoline {
   private static func threadState() -> UnsafeMutablePointer<ThreadState> {
     let key = stateKey
     if let existing = pthread_getspecific(key) {
+      // The key only ever holds a `ThreadState` this type allocated (read on every stop).
       return existing.assumingMemoryBound(to: ThreadState.self)
     }
     let state = UnsafeMutablePointer<ThreadState>.allocate(capacity: 1)

@@ -77,6 +77,13 @@ public struct JobKitError: Error, Hashable, Sendable, CustomStringConvertible {
     /// the limit never applied. Reported on the job when it finishes (unless a cancel or a
     /// `fail` stopped it), once per such group.
     public static let limitNeverUsed = Code(name: "limitNeverUsed")
+    /// A producer asked `waitForRoom(inGroup:)` for room in a job that had finished, or was
+    /// waiting when it finished, without a stop (no cancel, `fail` or time limit): the call
+    /// returned `false`, and what the producer still meant to track was never tracked. A
+    /// producer outside a job does not keep it open: the job finishes once its tracked tasks
+    /// did. Track the producer as a task of the job (see <doc:ScopeControl>, "Backpressure").
+    /// Reported on the job, once per such call.
+    public static let producerOutlivedJob = Code(name: "producerOutlivedJob")
     /// The code's name, for example `taskAlreadyTracked`.
     public var description: String { name }
   }

@@ -274,10 +274,10 @@ enum CompletionBlockHook {
       ownBlock()
     }
     if let first {
-      first.job.taskDidFinish(first)
+      first.signalFinish()
     }
     for node in others {
-      node.job.taskDidFinish(node)
+      node.signalFinish()
     }
   }
 }

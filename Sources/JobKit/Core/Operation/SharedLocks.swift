@@ -30,8 +30,8 @@ enum SharedLocks {
     precondition(MemoryLayout<pthread_mutex_t>.size <= stride)
     let table = UnsafeMutableRawPointer.allocate(byteCount: count * stride, alignment: stride)
     for index in 0..<count {
-      let mutex = (table + index * stride).bindMemory(to: pthread_mutex_t.self, capacity: 1)
-      mutex.initialize(to: pthread_mutex_t())
+      let mutex = (table + index * stride).initializeMemory(
+        as: pthread_mutex_t.self, repeating: pthread_mutex_t(), count: 1)
       let status = pthread_mutex_init(mutex, nil)
       precondition(status == 0, "pthread_mutex_init failed: \(status)")
     }
@@ -55,6 +55,7 @@ enum SharedLocks {
   static func mutex(for object: UnsafeMutableRawPointer) -> UnsafeMutablePointer<pthread_mutex_t> {
     let address = UInt(bitPattern: object)
     let index = Int(truncatingIfNeeded: (address &* 0x9E37_79B9_7F4A_7C15) >> 56)
+    // Bound to `pthread_mutex_t` when the table was made; asked for every lock, so no check.
     return (table + index * stride).assumingMemoryBound(to: pthread_mutex_t.self)
   }
 }
@@ -63,6 +64,7 @@ enum SharedLocks {
 /// `LockedBox`. Holds the operation unretained (so that reaching the state retains nothing): only
 /// made and used while the operation is alive.
 struct OperationStateAccess {
+  // Unretained: reaching an operation's state must not cost a retain (see above).
   let operation: Unmanaged<ConcurrentOperation>
 
   /// Runs `body` with exclusive access to the operation's state. `body` must only touch state.

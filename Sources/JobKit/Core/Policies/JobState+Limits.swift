@@ -137,7 +137,8 @@ extension JobState {
 
   /// A stop drops the rate limits: the tasks still waiting are cancelled and finish without
   /// running, so they need no token (a concurrency limit still holds). Returns those admitted.
-  /// Producers waiting for room look again: what they track now is cancelled at once.
+  /// Producers waiting for room are woken: they learn the stop (`waitForRoom` throws the job's
+  /// reason).
   mutating func dropRateLimitsForStop() -> [Admission] {
     var admitted: [Admission] = []
     for group in registry.groups.values where group.bound?.hasWaiters == true {

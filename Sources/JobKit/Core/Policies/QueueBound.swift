@@ -89,13 +89,19 @@ extension JobController {
   }
 
   /// Suspends until a task of dynamic type `group` may be tracked under the group's bound
-  /// (``setMaxQueuedTasks(_:forGroup:)``), then returns `true`: a producer outside the job
-  /// waits here instead of holding its tasks in memory. Returns `true` at once if there is room
-  /// or no bound, and `false` if the job finished (no room will come). Room can be taken by
+  /// (``setMaxQueuedTasks(_:forGroup:)``), then returns `true`: a producer waits here instead of
+  /// holding its tasks in memory. Returns `true` at once if there is room or no bound, and
+  /// `false` if the job finished without a stop (no room will come). Room can be taken by
   /// another producer first: call ``tryTrackAndQueue(_:completion:)`` and wait again if it
   /// refuses.
   ///
+  /// Run the producer as a task of the job, so the job stays open until the producer returned:
+  /// a job finishes once every task it tracked finished, even while a producer outside it
+  /// waits here. A `false` for a job that finished without a stop is reported as
+  /// ``JobKitError/Code/producerOutlivedJob``.
+  ///
   /// ```swift
+  /// // The body of the producer, a task the job tracks (the whole example: <doc:ScopeControl>):
   /// for item in items {
   ///   let task = Upload(item)
   ///   while !job.tryTrackAndQueue(task, completion: { _ in }) {
@@ -104,7 +110,12 @@ extension JobController {
   /// }
   /// ```
   ///
-  /// Throws `CancellationError` if the awaiting Swift task is cancelled. No thread is blocked.
+  /// Once the job was stopped (a cancel, ``fail(_:)``, its ``timeLimit``), throws its
+  /// ``ConcurrentOperation/cancellationReason`` (such as ``JobKitError/Code/timeLimitExceeded``),
+  /// as ``run()`` does: a producer waiting when the job stops is woken to learn it, and a
+  /// producer that is a task of the job, cancelled by the stop, gets that reason too. Throws
+  /// `CancellationError` if the awaiting Swift task is cancelled while the job runs. No thread
+  /// is blocked.
   public func waitForRoom<T: Operation>(inGroup group: T.Type) async throws -> Bool {
     let id = LockedBox<UInt64?>(nil)
     let room = await withTaskCancellationHandler {
@@ -122,7 +133,17 @@ extension JobController {
       }
       withdrawn?.resume(returning: true)
     }
+    // A stopped job's producer learns why, as `run()` tells it, whether it waited or not.
+    if let reason = cancellationReason {
+      throw reason
+    }
     try Task.checkCancellation()
+    if !room {
+      reportMisuse(
+        .producerOutlivedJob,
+        "waitForRoom(inGroup: \(group).self) was called in, or waited until, the job's finish; track the producer as a task of the job"
+      )
+    }
     return room
   }
 }

@@ -19,7 +19,9 @@ extension JobController {
   ///   for the ``failurePolicy`` like any failure; a skipped task does not.
   /// - If nothing can make progress while tasks still wait (`main()` returned, and every task
   ///   the job has not routed waits for a dependency: one it never tracked, or a cycle), those
-  ///   tasks are skipped the same way, and each is reported as
+  ///   tasks are skipped the same way (a task tracked for its result gets
+  ///   ``JobKitError/Code/dependencyFailed``), and the job reports each skipped task to its
+  ///   misuse handler (and ``ConcurrentOperation/misuses``) as
   ///   ``JobKitError/Code/dependencyNeverTracked``. So track a dependency before the job has
   ///   nothing else to do: from `main()` or a callback, not from `allTasksFinished()`.
   /// - A dependency that had finished before this job first tracked a task with dependencies

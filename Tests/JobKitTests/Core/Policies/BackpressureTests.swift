@@ -108,6 +108,7 @@ struct BackpressureTests {
 
   @Test func aProducerWaitsForRoomAndLearnsWhenTheJobFinished() async throws {
     let job = await startedOpenJob(maxQueued: 1)
+    QuietMisuse.silence(job)
     let first = TestTask("first")
     let second = TestTask("second")
     #expect(job.tryTrackAndQueue(first) { _ in })
@@ -121,6 +122,8 @@ struct BackpressureTests {
     #expect(job.tryTrackAndQueue(third) { _ in })
     try await finishInTurn([second, third], then: job)
     #expect(try await !job.waitForRoom(inGroup: TestTask.self))
+    // A producer still asking once the job finished has outlived it.
+    #expect(job.misuses.map(\.code) == [.producerOutlivedJob])
   }
 
   @Test func aNegativeBoundIsReportedAndIgnored() {

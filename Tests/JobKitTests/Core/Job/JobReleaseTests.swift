@@ -1,0 +1,103 @@
+import Foundation
+import JobKitTesting
+import Testing
+
+@testable import JobKit
+
+/// Every kind of job is freed once its user dropped it: never started (with tasks it tracked
+/// waiting for its start), or started and finished; with or without a tracked task. The tracker
+/// holds each object weakly and gives up after its time limit, so a leak fails the test.
+@Suite("Jobs are freed when dropped")
+struct JobReleaseTests {
+  enum Kind: String, CaseIterable, CustomTestStringConvertible {
+    case plain, concurrentGroup, sequentialGroup, pipeline, commandQueue, commandMapDispatch
+    var testDescription: String { rawValue }
+  }
+
+  private struct Mapped: Sendable {}
+  private struct Unmapped: Sendable {}
+
+  /// Makes a job of `kind`, with a tracked task if `tracksTask`, runs it to its finish if
+  /// `runs`, and drops it; the tracker watches the job and its task.
+  private static func makeAndDrop(_ kind: Kind, runs: Bool, tracksTask: Bool, _ tracker: ReleaseTracker) async throws {
+    let task = InstantTask("task")
+    if tracksTask {
+      tracker.watch(task, "task")
+    }
+    switch kind {
+    case .plain:
+      let job = ScriptedJob { job in
+        if tracksTask, runs { job.trackAndQueue(task) }
+      }
+      tracker.watch(job, "job")
+      if runs {
+        try await job.run()
+      } else if tracksTask {
+        // Tracked before the start: the job queues it at once; it finishes, never routed.
+        job.trackAndQueue(task)
+        try await task.waitForFinish()
+      }
+    case .concurrentGroup, .sequentialGroup:
+      let tasks: [Operation] = tracksTask ? [task] : []
+      let group: GroupJob = kind == .concurrentGroup ? ConcurrentGroup(tasks) : SequentialGroup(tasks)
+      tracker.watch(group, "group")
+      if runs { try await group.run() }
+    case .pipeline:
+      let pipeline = Pipeline.start {
+        if tracksTask {
+          try await ScriptedJob { $0.trackAndQueue(task) }.run()
+        }
+        return 1
+      }
+      tracker.watch(pipeline, "pipeline")
+      if runs { _ = try await pipeline.run() }
+    case .commandQueue:
+      // A queue starts a burst for its first command; paused, the burst holds its commands back
+      // until a resume or a cancel, which lets them go without running.
+      let queue = CommandQueue(mode: .sequential)
+      tracker.watch(queue, "queue")
+      if !runs { queue.pause() }
+      if tracksTask { queue.add(task) }
+      if !runs { queue.cancelAll() }
+      await queue.drained()
+    case .commandMapDispatch:
+      let map = CommandMap()
+      map.map(Mapped.self) { _ in task }
+      tracker.watch(map, "map")
+      let dispatch = tracksTask ? map.dispatch(Mapped()) : map.dispatch(Unmapped())
+      tracker.watch(dispatch, "dispatch")
+      // A dispatch starts at once: it is always awaited.
+      try await dispatch.run()
+    }
+  }
+
+  struct Shape: Sendable, CustomTestStringConvertible {
+    let runs: Bool
+    let tracksTask: Bool
+    var testDescription: String { (runs ? "finished" : "never started") + (tracksTask ? ", with a task" : "") }
+    static let all = [false, true].flatMap { runs in [false, true].map { Shape(runs: runs, tracksTask: $0) } }
+  }
+
+  @Test(arguments: Kind.allCases, Shape.all)
+  func aDroppedJobIsFreed(kind: Kind, shape: Shape) async throws {
+    let tracker = ReleaseTracker()
+    try await Self.makeAndDrop(kind, runs: shape.runs, tracksTask: shape.tracksTask, tracker)
+    #expect(await tracker.survivors() == [])
+  }
+
+  /// A job that was never started stays alive while a task it queued runs (its finish is
+  /// recorded by the job), and is freed once that task finished.
+  @Test func anUnstartedJobLivesUntilTheTaskItQueuedFinished() async throws {
+    let tracker = ReleaseTracker()
+    let task = ManualTask("running")
+    do {
+      let job = ScriptedJob { _ in }
+      tracker.watch(job, "job")
+      job.trackAndQueue(task)
+    }
+    #expect(await task.startedLatch.waitOpen())
+    #expect(await tracker.survivors(waitingUpTo: .milliseconds(50)) == ["job"])
+    task.finish()
+    #expect(await tracker.survivors() == [])
+  }
+}
