@@ -2,7 +2,8 @@
 /// security policy allows no inline script at all).
 enum ConsoleAssets {
   /// Every `data-refresh-ms` milliseconds, the page's live part (`#live`) is replaced with the
-  /// same route's `fragment=1` answer (already escaped HTML, rendered on the server).
+  /// same route's `fragment=1` answer (already escaped HTML, rendered on the server), and its
+  /// `data-refreshes` attribute counts the refreshes.
   static let script = """
     "use strict";
     (function () {
@@ -14,7 +15,10 @@ enum ConsoleAssets {
         url.searchParams.set("fragment", "1");
         fetch(url.toString(), { credentials: "same-origin", cache: "no-store" })
           .then(function (response) { return response.text(); })
-          .then(function (html) { live.innerHTML = html; })
+          .then(function (html) {
+            live.innerHTML = html;
+            live.setAttribute("data-refreshes", String(Number(live.getAttribute("data-refreshes") || 0) + 1));
+          })
           .catch(function () {
             var line = live.querySelector(".refreshed");
             if (line) { line.textContent = "Refresh failed at " + new Date().toISOString() + "; trying again"; }
