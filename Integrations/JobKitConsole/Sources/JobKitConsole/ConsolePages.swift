@@ -78,6 +78,8 @@ enum ConsolePages {
       <label>Kind <input name="kind" value="\(filter.kind ?? "")"></label>
       <label>State <select name="state">\(options)</select></label>
       <label>Key starts with <input name="key" value="\(filter.keyPrefix ?? "")"></label>
+      <label>Input field <input name="field" placeholder="customer.id" value="\(filter.inputField ?? "")"></label>
+      <label>= <input name="value" value="\(filter.inputValue ?? "")"></label>
       <button type="submit">Filter</button></form>
       """
   }

@@ -22,7 +22,7 @@ struct ConsolePaths: Sendable, Equatable {
   func tasks(_ filter: RemoteQueue.TaskFilter = .init(), after cursor: RemoteQueue.TaskCursor? = nil) -> String {
     let items: [(String, String?)] = [
       ("queue", filter.queue), ("kind", filter.kind), ("state", filter.state), ("key", filter.keyPrefix),
-      ("after", cursor?.parameter),
+      ("field", filter.inputField), ("value", filter.inputValue), ("after", cursor?.parameter),
     ]
     let query = items.compactMap { name, value in value.map { "\(name)=\(Self.percentEncoded($0))" } }
     return prefix + "/tasks" + (query.isEmpty ? "" : "?" + query.joined(separator: "&"))

@@ -62,7 +62,7 @@ public struct RemoteConsole: Sendable {
 
   /// Adds the console's routes to `router` under `prefix` (`"/jobs"`, or `""` for the root):
   /// `GET prefix` (the dashboard), `GET prefix/tasks` (a list: `queue`, `kind`, `state`, `key`
-  /// (a prefix), `after` (a cursor)), `GET prefix/tasks/:id`, `POST prefix/tasks/:id/retry`,
+  /// (a prefix), `field` and `value` (a field of the JSON input), `after` (a cursor)), `GET prefix/tasks/:id`, `POST prefix/tasks/:id/retry`,
   /// `POST prefix/tasks/:id/cancel`, and the page's script and style sheet.
   public func addRoutes<Context: RequestContext>(to router: some RouterMethods<Context>, atPath prefix: String = "") {
     let paths = ConsolePaths(prefix: prefix)
@@ -105,7 +105,8 @@ public struct RemoteConsole: Sendable {
       return text
     }
     let filter = RemoteQueue.TaskFilter(
-      queue: value("queue"), kind: value("kind"), state: value("state"), keyPrefix: value("key"))
+      queue: value("queue"), kind: value("kind"), state: value("state"), keyPrefix: value("key"),
+      inputField: value("field"), inputValue: value("value"))
     let cursor = value("after").flatMap(RemoteQueue.TaskCursor.init(parameter:))
     let pageSize = max(1, configuration.pageSize)
     do {

@@ -125,6 +125,36 @@ struct ConsoleDatabaseTests {
     }
   }
 
+  @Test func tasksFilterOnAFieldOfTheirInput() async throws {
+    try await ConsoleTestDatabase.withQueueAndWorker { client, queue in
+      let orders = [("acme", 1), ("globex", 2), ("acme", 3)]
+      for (index, order) in orders.enumerated() {
+        let input = ConsoleOrderKind.Input(customer: .init(name: order.0), size: order.1)
+        _ = try await RemoteWork<ConsoleOrderKind>(input, queue: queue, idempotencyKey: "order-\(index)").run()
+      }
+      _ = try await RemoteWork<ConsoleTestKind>("acme", queue: queue, idempotencyKey: "a-string-input").run()
+      func keys(_ field: String, _ value: String) async throws -> [String] {
+        let filter = RemoteQueue.TaskFilter(queue: queue.name, inputField: field, inputValue: value)
+        return try await RemoteQueue.tasks(
+          client: client, filter: filter, after: nil, limit: 10, logger: ConsoleTestDatabase.logger
+        ).map(\.idempotencyKey)
+      }
+      #expect(try await keys("customer.name", "acme") == ["order-2", "order-0"])
+      #expect(try await keys("size", "2") == ["order-1"])
+      #expect(try await keys("customer", "acme").isEmpty)
+      let app = ConsoleTestDatabase.application(client, token: nil)
+      try await app.test(.router) { http in
+        let list = String(
+          buffer: try await http.execute(
+            uri: "/jobs/tasks?queue=\(queue.name)&field=customer.name&value=globex", method: .get
+          ).body)
+        #expect(list.contains(">order-1<"))
+        #expect(!list.contains(">order-0<"))
+        #expect(list.contains("value=\"customer.name\""))
+      }
+    }
+  }
+
   @Test func cancellingAnAvailableTaskGoesThroughTheQueuesCancel() async throws {
     try await ConsoleTestDatabase.withClient { client in
       let queue = try await ConsoleTestDatabase.makeQueue(client)

@@ -14,11 +14,13 @@ import Testing
 
   @Test func aListsParametersArePercentEncoded() {
     let paths = ConsolePaths(prefix: "/jobs")
-    let filter = RemoteQueue.TaskFilter(queue: "q 1", kind: "a&b", state: "failed", keyPrefix: "k/é\"")
+    let filter = RemoteQueue.TaskFilter(
+      queue: "q 1", kind: "a&b", state: "failed", keyPrefix: "k/é\"", inputField: "a.b", inputValue: "1+1")
     let cursor = RemoteQueue.TaskCursor(createdMicroseconds: 1_765_000_000_123_456, id: 42)
     #expect(
       paths.tasks(filter, after: cursor)
-        == "/jobs/tasks?queue=q%201&kind=a%26b&state=failed&key=k%2F%C3%A9%22&after=1765000000123456.42")
+        == "/jobs/tasks?queue=q%201&kind=a%26b&state=failed&key=k%2F%C3%A9%22&field=a.b&value=1%2B1"
+        + "&after=1765000000123456.42")
     #expect(paths.tasks() == "/jobs/tasks")
   }
 

@@ -38,13 +38,23 @@ extension RemoteQueue {
     public var state: String?
     /// Only keys that start with this text (taken literally: `%` and `_` are no wildcards).
     public var keyPrefix: String?
+    /// With ``inputValue``: only inputs (JSON, as ``RemoteWork`` stores them) whose field at this
+    /// path (names joined by `.`, as `customer.id`) has that value as text.
+    public var inputField: String?
+    /// The value ``inputField`` must have, as text (`42`, `true`, `acme`).
+    public var inputValue: String?
 
     /// A filter; every field optional.
-    public init(queue: String? = nil, kind: String? = nil, state: String? = nil, keyPrefix: String? = nil) {
+    public init(
+      queue: String? = nil, kind: String? = nil, state: String? = nil, keyPrefix: String? = nil,
+      inputField: String? = nil, inputValue: String? = nil
+    ) {
       self.queue = queue
       self.kind = kind
       self.state = state
       self.keyPrefix = keyPrefix
+      self.inputField = inputField
+      self.inputValue = inputValue
     }
   }
 
@@ -142,7 +152,8 @@ extension RemoteQueue {
   }
 
   /// At most `limit` rows matching `filter`, newest first (`created_at`, then `id`), after
-  /// `cursor` (keyset paging: no `OFFSET`), in one statement.
+  /// `cursor` (keyset paging: no `OFFSET`), in one statement. A filter on the input's field reads
+  /// every input of the other filters' rows as JSON: one that is not fails the statement.
   public static func tasks(
     client: PostgresClient, filter: TaskFilter, after cursor: TaskCursor?, limit: Int, logger: Logger
   ) async throws -> [TaskSnapshot] {
@@ -150,6 +161,9 @@ extension RemoteQueue {
       prefix.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "%", with: "\\%")
         .replacingOccurrences(of: "_", with: "\\_") + "%"
     }
+    // The input's field: only when both halves are given.
+    let inputPath = filter.inputValue == nil ? nil : filter.inputField.map { $0.split(separator: ".").map(String.init) }
+    let inputValue = inputPath == nil ? nil : filter.inputValue
     let limit = Int32(clamping: max(1, limit))
     let query: PostgresQuery = """
       SELECT \(unescaped: snapshotColumns) FROM jobkit_remote_tasks
@@ -157,6 +171,7 @@ extension RemoteQueue {
         AND (\(filter.kind)::text IS NULL OR kind = \(filter.kind))
         AND (\(filter.state)::text IS NULL OR state = \(filter.state))
         AND (\(escapedPrefix)::text IS NULL OR idempotency_key LIKE \(escapedPrefix))
+        AND (\(inputValue)::text IS NULL OR convert_from(input, 'UTF8')::jsonb #>> \(inputPath)::text[] = \(inputValue))
         AND (\(cursor?.createdMicroseconds)::bigint IS NULL
           OR (created_at, id) < (
             timestamptz 'epoch' + \(cursor?.createdMicroseconds)::bigint * interval '1 microsecond',

@@ -15,6 +15,19 @@ enum ConsoleTestKind: RemoteTaskKind {
   static let name = "console-test"
 }
 
+/// A kind whose input is a JSON object, for the filter on an input's field.
+enum ConsoleOrderKind: RemoteTaskKind {
+  struct Input: Codable, Sendable {
+    struct Customer: Codable, Sendable {
+      var name: String
+    }
+    var customer: Customer
+    var size: Int
+  }
+  typealias Output = Int
+  static let name = "console-order"
+}
+
 /// The error a `fail-once` task stores.
 struct MarkupError: Error, CustomStringConvertible {
   var description: String { "<script>alert('pwned')</script>" }
@@ -66,6 +79,7 @@ enum ConsoleTestDatabase {
         if input == "fail-once" && context.attempt == 1 { throw MarkupError() }
         return input
       }
+      worker.register(ConsoleOrderKind.self) { input, _ in input.size }
       try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { try await worker.run() }
         defer { group.cancelAll() }
