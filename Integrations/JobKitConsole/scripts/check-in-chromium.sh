@@ -49,7 +49,7 @@ fail() {
 password="hunter2-not-shown"
 database_url="${JOBKIT_POSTGRES_URL/postgres@/postgres:$password@}"
 
-seeded="$("$bin/jobkit-console-seed" seed)"
+seeded="$(timeout 120 "$bin/jobkit-console-seed" seed)"
 echo "$seeded"
 failed_id="$(sed -n 's/^failed-task=//p' <<<"$seeded")"
 [[ "$failed_id" =~ ^[0-9]+$ ]] || fail "the seed printed no failed task"
@@ -61,17 +61,17 @@ JOBKIT_CONSOLE_TOKEN="$token" "$bin/jobkit-console" --database "$database_url" -
   >"$work/console.log" 2>&1 &
 console_pid=$!
 for _ in $(seq 1 100); do
-  curl -sf -o /dev/null "$base/" && break
+  curl -sf --max-time 5 -o /dev/null "$base/" && break
   kill -0 "$console_pid" 2>/dev/null || { cat "$work/console.log" >&2; fail "jobkit-console exited"; }
   sleep 0.2
 done
-curl -sf -o /dev/null "$base/" || fail "jobkit-console does not answer on $base"
+curl -sf --max-time 5 -o /dev/null "$base/" || fail "jobkit-console does not answer on $base"
 
 flags=(--headless --no-sandbox --disable-gpu --no-first-run --no-default-browser-check --hide-scrollbars
   --user-data-dir="$work/profile" --enable-logging=stderr --v=0)
 # --virtual-time-budget lets the page's refresh timer fire: the DOM is the refreshed one.
 dump() {
-  "$browser" "${flags[@]}" --virtual-time-budget=5000 --dump-dom "$1" >"$2" 2>"$2.log" ||
+  timeout 90 "$browser" "${flags[@]}" --virtual-time-budget=5000 --dump-dom "$1" >"$2" 2>"$2.log" ||
     { cat "$2.log" >&2; fail "chromium could not render $1"; }
   if grep -E 'Uncaught|Refused to|Failed to load' "$2.log"; then fail "$1 logged an error (above)"; fi
 }
@@ -111,7 +111,7 @@ grep -q '&lt;b&gt;mail-1&lt;/b&gt;' "$work/task.html" || fail "the task page doe
 echo "task page: the error and the key render as text"
 
 shoot() {
-  "$browser" "${flags[@]}" --window-size="$3" --screenshot="$2" "$1" >/dev/null 2>"$work/shot.log" || true
+  timeout 90 "$browser" "${flags[@]}" --window-size="$3" --screenshot="$2" "$1" >/dev/null 2>"$work/shot.log" || true
   [[ "$(head -c 8 "$2" 2>/dev/null | od -An -tx1 | tr -d ' \n')" == "89504e470d0a1a0a" ]] ||
     { cat "$work/shot.log" >&2; fail "no screenshot of $1"; }
   echo "screenshot: $2 ($(stat -c %s "$2") bytes)"
@@ -121,7 +121,7 @@ shoot "$task" "$artifacts/task.png" 1000,760
 
 # post TOKEN-FIELD ORIGIN: the status of a retry as the page's form sends it.
 post() {
-  curl -s -o /dev/null -w '%{http_code}' -X POST -H "Origin: $2" \
+  curl -s --max-time 20 -o /dev/null -w '%{http_code}' -X POST -H "Origin: $2" \
     -H 'Content-Type: application/x-www-form-urlencoded' --data "token=$1&action=retry" "$task/retry"
 }
 [[ "$(post "" "$base")" == 403 ]] || fail "a retry without the token was not refused"
@@ -132,12 +132,14 @@ echo "retry: refused without the token and from another origin"
 [[ "$(post "$token" "$base")" == 303 ]] || fail "a retry with the token was not accepted"
 dump "$task" "$work/task-retried.html"
 grep -Eq 'data-state="(available|running)"' "$work/task-retried.html" || fail "the retried task is not back"
-"$bin/jobkit-console-seed" complete '<b>mail-1</b>'
+timeout 120 "$bin/jobkit-console-seed" complete '<b>mail-1</b>'
 dump "$task" "$work/task-completed.html"
 grep -q 'data-state="completed"' "$work/task-completed.html" || fail "the retried task did not complete"
 echo "retry: with the token the task went back and a worker completed it"
 
 kill -TERM "$console_pid"
+for _ in $(seq 1 150); do kill -0 "$console_pid" 2>/dev/null || break; sleep 0.2; done
+kill -0 "$console_pid" 2>/dev/null && fail "jobkit-console still runs 30 s after SIGTERM"
 wait "$console_pid" || fail "jobkit-console did not stop cleanly on SIGTERM"
 console_pid=""
 if grep -rq "$password" "$work"/*.html "$work/console.log"; then fail "the database password shows"; fi

@@ -20,6 +20,9 @@ struct ConsoleDatabaseTests {
       for index in 1...3 {
         _ = try await RemoteWork<ConsoleTestKind>("ok-\(index)", queue: queue, idempotencyKey: "ok-\(index)").run()
       }
+      let markup = RemoteWork<ConsoleTestKind>("<img src=x onerror=alert(1)>", queue: queue, idempotencyKey: "<i>k</i>")
+      _ = try await markup.run()
+      let markupID = try #require(markup.taskID)
       let failing = RemoteWork<ConsoleTestKind>("fail-once", queue: queue, idempotencyKey: "<b>fail</b>")
       await #expect(throws: RemoteTaskError.self) { try await failing.run() }
       let id = try #require(failing.taskID)
@@ -29,7 +32,7 @@ struct ConsoleDatabaseTests {
         let dashboard = try await http.execute(uri: "/jobs", method: .get)
         #expect(dashboard.status == .ok)
         let html = String(buffer: dashboard.body)
-        #expect(ConsoleTestDatabase.count(in: html, queue: queue.name, state: "completed") == 3)
+        #expect(ConsoleTestDatabase.count(in: html, queue: queue.name, state: "completed") == 4)
         #expect(ConsoleTestDatabase.count(in: html, queue: queue.name, state: "failed") == 1)
         #expect(ConsoleTestDatabase.count(in: html, queue: queue.name, state: "available") == 0)
 
@@ -38,6 +41,15 @@ struct ConsoleDatabaseTests {
         #expect(!page.contains("<script>alert"))
         #expect(page.contains("&lt;b&gt;fail&lt;/b&gt;"))
         #expect(page.contains("data-state=\"failed\""))
+
+        // Input and output (the same text, JSON-encoded) and the key: text, no element.
+        let markupPage = String(buffer: try await http.execute(uri: "/jobs/tasks/\(markupID)", method: .get).body)
+        #expect(markupPage.components(separatedBy: "&quot;&lt;img src=x onerror=alert(1)&gt;&quot;").count == 3)
+        #expect(markupPage.contains("&lt;i&gt;k&lt;/i&gt;"))
+        #expect(!markupPage.contains("<img") && !markupPage.contains("<i>"))
+        let all = String(buffer: try await http.execute(uri: "/jobs/tasks?queue=\(queue.name)", method: .get).body)
+        #expect(all.contains("&lt;i&gt;k&lt;/i&gt;") && all.contains("&lt;script&gt;alert("))
+        #expect(!all.contains("<i>") && !all.contains("<script>alert"))
 
         let fragment = String(buffer: try await http.execute(uri: "/jobs/tasks/\(id)?fragment=1", method: .get).body)
         #expect(fragment.hasPrefix("<dl class=\"task\">"))
