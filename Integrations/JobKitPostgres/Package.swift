@@ -76,6 +76,7 @@ let package = Package(
         "JobKitPostgres",
         "RemoteTestSupport",
         "jobkit-remote-test-worker",
+        "TreeHash",
         .product(name: "JobKit", package: "JobKit"),
         .product(name: "PostgresNIO", package: "postgres-nio"),
         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
