@@ -235,7 +235,10 @@ extension DatabaseTests {
           try await TestDatabase.rows(client, queue: queue.name)["v"] != nil
         }
         try await client.query("DELETE FROM jobkit_remote_tasks WHERE queue = \(queue.name)")
-        let error = await #expect(throws: RemoteQueueError.self) { try await waiting.value }
+        // The test's time limit cancels this wait, and so the task: a hang fails the test.
+        let error = await #expect(throws: RemoteQueueError.self) {
+          try await withTaskCancellationHandler { try await waiting.value } onCancel: { waiting.cancel() }
+        }
         #expect(error?.code == .taskVanished)
       }
     }
@@ -244,6 +247,14 @@ extension DatabaseTests {
     /// its row runs on this worker at once, on the attempt the claim counted.
     @Test func aClaimWhoseAnswerWasLostRunsItsRowsWithoutLosingAnAttempt() async throws {
       try await TestDatabase.withClient { client in
+        // The queue's table first: the trigger goes on it.
+        var configuration = RemoteQueue.Configuration()
+        configuration.pollInterval = .milliseconds(250)
+        configuration.statementTimeout = .seconds(1)
+        let queue = RemoteQueue(
+          client: client, name: TestDatabase.uniqueName("lost"), configuration: configuration,
+          logger: Logger(label: "test"))
+        try await queue.migrate()
         try await client.query("CREATE TABLE IF NOT EXISTS jobkit_test_slow_claims (queue text PRIMARY KEY)")
         try await client.query(
           """
@@ -261,13 +272,6 @@ extension DatabaseTests {
             WHEN (OLD.state = 'available' AND NEW.state = 'running') EXECUTE FUNCTION jobkit_test_slow_claim()
           """)
         do {
-          var configuration = RemoteQueue.Configuration()
-          configuration.pollInterval = .milliseconds(250)
-          configuration.statementTimeout = .seconds(1)
-          let queue = RemoteQueue(
-            client: client, name: TestDatabase.uniqueName("lost"), configuration: configuration,
-            logger: Logger(label: "test"))
-          try await queue.migrate()
           try await client.query("INSERT INTO jobkit_test_slow_claims (queue) VALUES (\(queue.name))")
           // Leases far longer than the test: only the worker's own look-up can run the row.
           let workerConfiguration = TestDatabase.workerConfiguration(
