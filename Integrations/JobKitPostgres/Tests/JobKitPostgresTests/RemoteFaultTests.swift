@@ -237,7 +237,11 @@ extension DatabaseTests {
         try await client.query("DELETE FROM jobkit_remote_tasks WHERE queue = \(queue.name)")
         // The test's time limit cancels this wait, and so the task: a hang fails the test.
         let error = await #expect(throws: RemoteQueueError.self) {
-          try await withTaskCancellationHandler { try await waiting.value } onCancel: { waiting.cancel() }
+          try await withTaskCancellationHandler {
+            try await waiting.value
+          } onCancel: {
+            waiting.cancel()
+          }
         }
         #expect(error?.code == .taskVanished)
       }
