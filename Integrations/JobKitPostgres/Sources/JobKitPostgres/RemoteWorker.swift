@@ -22,9 +22,14 @@ import ServiceLifecycle
 ///   free slots, so that claims stay batches. Claims go on while finished rows are being stored.
 ///   Woken by `NOTIFY` when rows are added, with ``Configuration/pollInterval`` as the fallback.
 ///   Each claim pass first returns expired leases (any worker's) to the queue, or fails them when
-///   no attempt is left.
+///   no attempt is left. A returned row is a *suspect* (its worker may have died of it): only a
+///   worker running no handler claims it, alone, and claims nothing else until it ended, so a
+///   handler that kills its process takes no other task with it. A claim that failed for want of
+///   an answer is looked for by the heartbeats for one lease: the rows it gave this worker run.
+///   Decided by `RemoteWorkerClaimStateMachine`.
 /// - **Run**: each handler runs as a JobKit task of a job the worker owns; `maxConcurrent` of
-///   ``register(_:maxConcurrent:handler:)`` is that job's per-type limit.
+///   ``register(_:maxConcurrent:handler:)`` is that job's per-type limit. Handlers run on threads
+///   of the worker's own, so one that computes or blocks does not hold up the heartbeats.
 /// - **Heartbeat**: every ``Configuration/heartbeatInterval`` the leases of running rows are
 ///   extended; a row whose job asked for a cancel has its handler cancelled; a row that is no
 ///   longer this worker's (its lease expired and was rescued) has its handler cancelled too.
@@ -38,7 +43,9 @@ import ServiceLifecycle
 ///   retry) with a clear stored message; the worker goes on.
 /// - **Shutdown** (graceful shutdown, or cancelling ``run()``): stops claiming, lets running
 ///   handlers finish for ``Configuration/gracePeriod``, then hands the rest back (available
-///   again, the attempt not counted) and cancels their handlers.
+///   again, the attempt not counted; cancelled if their job asked for a cancel meanwhile) and
+///   cancels their handlers.
+/// - **Settings** out of range make ``run()`` throw ``RemoteQueueError/Code/invalidConfiguration``.
 ///
 /// Register every kind before ``run()``; a worker runs once.
 public final class RemoteWorker: Service, Sendable {
