@@ -71,6 +71,8 @@ extension RemoteWorker {
   private func store(_ outcomes: [(row: ClaimedRow, outcome: HandlerOutcome)], owner: String) async {
     let clock = ContinuousClock()
     var backoff = Backoff()
+    // One warning per batch, not one per retry.
+    var retried = false
     var stored: [Int64: String]?
     while stored == nil {
       do {
@@ -88,11 +90,12 @@ extension RemoteWorker {
           break
         }
         let delay = backoff.next()
-        logger.warning(
-          "storing results failed; retrying (fenced)",
+        logger.log(
+          level: retried ? .debug : .warning, "storing results failed; retrying (fenced)",
           metadata: [
             "worker": "\(id)", "error": "\(String(reflecting: error))", "retry-in-ms": "\(Int(delay.seconds * 1000))",
           ])
+        retried = true
         try? await Task.sleep(for: delay)
       }
     }

@@ -25,6 +25,8 @@ extension RemoteWorker {
     let idleWait = min(configuration.pollInterval, rescueInterval)
     var lastRescue: ContinuousClock.Instant?
     var backoff = Backoff()
+    // One warning per outage, not one per retry.
+    var failing = false
     while !state.withLock({ $0.stopping }) && !Task.isCancelled {
       var fullBatch = false
       var claiming = false
@@ -53,6 +55,10 @@ extension RemoteWorker {
           fullBatch = rows.count == limit
         }
         backoff.reset()
+        if failing {
+          failing = false
+          logger.info("claiming works again", metadata: ["worker": "\(id)"])
+        }
       } catch {
         if state.withLock({ $0.stopping }) || Task.isCancelled { break }
         if claiming {
@@ -61,11 +67,12 @@ extension RemoteWorker {
           state.withLock { $0.claims.claimFailed(mayHaveBeenApplied: lost, now: clock.now, lease: lease) }
         }
         let delay = backoff.next()
-        logger.warning(
-          "claiming failed; retrying",
+        logger.log(
+          level: failing ? .debug : .warning, "claiming failed; retrying with backoff",
           metadata: [
             "worker": "\(id)", "error": "\(String(reflecting: error))", "retry-in-ms": "\(Int(delay.seconds * 1000))",
           ])
+        failing = true
         await wake.wait(timeout: delay)
         continue
       }
@@ -238,6 +245,8 @@ extension RemoteWorker {
   /// no longer this worker's.
   func heartbeatLoop(owner: String) async {
     let lease = configuration.leaseDuration.seconds
+    // One warning per outage, not one per heartbeat.
+    var failing = false
     while !Task.isCancelled {
       try? await Task.sleep(for: configuration.heartbeatInterval)
       // Rows whose outcome waits to be stored keep their lease too.
@@ -287,10 +296,15 @@ extension RemoteWorker {
         }
         for task in toCancel { task.cancel() }
         try await adoptLostRows(owner: owner)
+        if failing {
+          failing = false
+          logger.info("heartbeats work again", metadata: ["worker": "\(id)"])
+        }
       } catch {
-        logger.warning(
-          "heartbeat failed; retrying",
+        logger.log(
+          level: failing ? .debug : .warning, "heartbeat failed; retrying",
           metadata: ["worker": "\(id)", "error": "\(String(reflecting: error))"])
+        failing = true
       }
     }
   }
