@@ -19,6 +19,7 @@ let package = Package(
   dependencies: [
     .package(name: "JobKit", path: "../.."),
     .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+    .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
   ],
@@ -28,6 +29,7 @@ let package = Package(
       dependencies: [
         .product(name: "JobKit", package: "JobKit"),
         .product(name: "PostgresNIO", package: "postgres-nio"),
+        .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         .product(name: "Logging", package: "swift-log"),
       ],
@@ -76,6 +78,7 @@ let package = Package(
         "JobKitPostgres",
         "RemoteTestSupport",
         "jobkit-remote-test-worker",
+        "TreeHash",
         .product(name: "JobKit", package: "JobKit"),
         .product(name: "PostgresNIO", package: "postgres-nio"),
         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

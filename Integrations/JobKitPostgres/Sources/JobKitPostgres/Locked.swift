@@ -1,20 +1,14 @@
 import Foundation
+import NIOConcurrencyHelpers
 
-/// A value behind a lock. Only state goes under it: no continuation is resumed, no user code
-/// runs and nothing is awaited while it is held.
-final class Locked<Value>: @unchecked Sendable {
-  // @unchecked Sendable: `value` is only touched with `lock` held.
-  private let lock = NSLock()
-  private var value: Value
+/// A value behind a lock: swift-nio's `NIOLockedValueBox`. Only state goes under it: no
+/// continuation is resumed, no user code runs and nothing is awaited while it is held.
+typealias Locked<Value> = NIOLockedValueBox<Value>
 
-  init(_ value: Value) {
-    self.value = value
-  }
-
+extension NIOLockedValueBox {
+  /// Runs `body` with the value, the lock held (`withLockedValue`).
   func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
-    lock.lock()
-    defer { lock.unlock() }
-    return try body(&value)
+    try withLockedValue(body)
   }
 }
 

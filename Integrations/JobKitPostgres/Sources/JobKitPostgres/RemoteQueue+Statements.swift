@@ -43,7 +43,8 @@ extension RemoteQueue {
             race.finish(
               .failure(
                 RemoteQueueError(
-                  message: "a statement got no answer within \(timeout.seconds) s", isUnreachable: true)))
+                  .databaseUnreachable, message: "a statement got no answer within \(timeout.seconds) s",
+                  transient: true)))
           })
       }
     } onCancel: {
@@ -69,6 +70,7 @@ extension RemoteQueue {
         guard RemoteQueue.isUnreachable(error), !Task.isCancelled else { throw error }
         guard clock.now < deadline else {
           throw RemoteQueueError(
+            .databaseUnreachable,
             message: "queue '\(name)': the database could not be reached for "
               + "\(Int(limit.seconds)) s; last error: "
               + RemoteQueue.summary(error))
@@ -121,7 +123,7 @@ extension RemoteQueue {
   /// 57 (operator intervention: shutdown, starting up) and 40 (transaction rollback: a
   /// deadlock, a serialization failure).
   static func isUnreachable(_ error: any Error) -> Bool {
-    if let error = error as? RemoteQueueError { return error.isUnreachable }
+    if let error = error as? RemoteQueueError { return error.isTransient }
     guard let error = error as? PSQLError else { return false }
     switch error.code {
     case .connectionError, .serverClosedConnection, .uncleanShutdown, .clientClosedConnection:

@@ -68,6 +68,9 @@ public final class RemoteQueue: Sendable {
 
   /// Creates or upgrades the schema (versioned; idempotent). Safe from several processes at
   /// once: one transaction under a `pg_advisory_xact_lock` applies the missing versions.
+  /// Throws ``RemoteQueueError/Code/schemaTooNew`` for a schema newer than this library's, and
+  /// ``RemoteQueueError/Code/databaseUnreachable`` when the client could make no connection
+  /// (PostgresClient.Configuration.checkConnection(url:timeout:logger:) tells why, at once).
   public func migrate() async throws {
     try await RemoteSchema.migrate(client, logger: logger)
   }
@@ -86,62 +89,72 @@ public final class RemoteQueue: Sendable {
     return names
   }
 
-  /// Inserts the task's row, or attaches to the row its key already has. Returns the row's id
-  /// and, if that row is final, its outcome.
-  func insert(kind: String, key: String, input: Data) async throws -> (id: Int64, final: RemoteRow?) {
+  /// Inserts the task's row, or attaches to the row its key already has (re-armed first if it
+  /// was cancelled, see ``rearmForRerun(key:)``). Returns the row's id, its generation and, if
+  /// that row is final, its outcome.
+  func insert(kind: String, key: String, input: Data) async throws -> (
+    id: Int64, generation: Int32, final: RemoteRow?
+  ) {
     let maxAttempts = Int32(clamping: max(1, configuration.maxAttempts))
     let inserted = try await statement(
       """
       INSERT INTO jobkit_remote_tasks (queue, kind, idempotency_key, input, max_attempts)
       VALUES (\(name), \(kind), \(key), \(input), \(maxAttempts))
-      ON CONFLICT (queue, idempotency_key) DO NOTHING RETURNING id
+      ON CONFLICT (queue, idempotency_key) DO NOTHING RETURNING id, generation
       """
-    ) { rows -> Int64? in
-      for try await (id) in rows.decode(Int64.self) { return id }
+    ) { rows -> (Int64, Int32)? in
+      for try await row in rows.decode((Int64, Int32).self) { return row }
       return nil
     }
-    if let inserted { return (inserted, nil) }
+    if let inserted { return (inserted.0, inserted.1, nil) }
+    try await rearmForRerun(key: key)
     let existing = try await statement(
       """
-      SELECT id, state, output, error_message, attempt FROM jobkit_remote_tasks
+      SELECT id, state, output, error_message, attempt, error_code, generation FROM jobkit_remote_tasks
       WHERE queue = \(name) AND idempotency_key = \(key)
       """
-    ) { rows -> (Int64, RemoteRow)? in
-      for try await row in rows.decode((Int64, String, Data?, String?, Int32).self) {
-        return (row.0, RemoteRow(state: row.1, output: row.2, message: row.3, attempt: Int(row.4)))
+    ) { rows -> (Int64, Int32, RemoteRow)? in
+      for try await row in rows.decode((Int64, String, Data?, String?, Int32, String?, Int32).self) {
+        return (row.0, row.6, RemoteRow(state: row.1, output: row.2, message: row.3, attempt: Int(row.4), code: row.5))
       }
       return nil
     }
-    if let (id, outcome) = existing { return (id, outcome.isFinal ? outcome : nil) }
-    throw RemoteQueueError(message: "the row of key '\(key)' vanished while attaching to it")
+    if let (id, generation, outcome) = existing { return (id, generation, outcome.isFinal ? outcome : nil) }
+    throw RemoteQueueError(.taskVanished, message: "the row of key '\(key)' vanished while attaching to it")
   }
 
-  /// Asks for the cancellation of the task with key `key`: a row nobody runs is cancelled at
-  /// once; a running one is marked, and its worker cancels the handler at its next heartbeat.
-  func requestCancel(key: String) async throws {
+  /// Asks for the cancellation of the task with key `key` as of `generation` (a re-run that
+  /// re-armed the row since is not cancelled): a row nobody runs is cancelled at once; a running
+  /// one is marked, and its worker cancels the handler at its next heartbeat.
+  func requestCancel(key: String, generation: Int32?) async throws {
     try await statement(
       """
       UPDATE jobkit_remote_tasks SET cancel_requested = true,
         state = CASE WHEN state = 'available' THEN 'cancelled' ELSE state END,
         finished_at = CASE WHEN state = 'available' THEN now() ELSE finished_at END
       WHERE queue = \(name) AND idempotency_key = \(key) AND state IN ('available', 'running')
+        AND (\(generation)::integer IS NULL OR generation = \(generation))
       """
     ) { rows in
       for try await _ in rows {}
     }
   }
 
-  /// The final rows among `ids`.
+  /// The final rows among `ids`, and those that no longer exist (state `vanished`).
   func finalRows(among ids: [Int64]) async throws -> [(Int64, RemoteRow)] {
     try await statement(
       """
-      SELECT id, state, output, error_message, attempt FROM jobkit_remote_tasks
+      SELECT id, state, output, error_message, attempt, error_code FROM jobkit_remote_tasks
       WHERE id = ANY(\(ids)) AND state IN ('completed', 'failed', 'cancelled')
+      UNION ALL
+      SELECT w.id, 'vanished', NULL, NULL, 0, NULL FROM unnest(\(ids)::bigint[]) AS w(id)
+      WHERE NOT EXISTS (SELECT 1 FROM jobkit_remote_tasks t WHERE t.id = w.id)
       """
     ) { rows in
       var result: [(Int64, RemoteRow)] = []
-      for try await row in rows.decode((Int64, String, Data?, String?, Int32).self) {
-        result.append((row.0, RemoteRow(state: row.1, output: row.2, message: row.3, attempt: Int(row.4))))
+      for try await row in rows.decode((Int64, String, Data?, String?, Int32, String?).self) {
+        result.append(
+          (row.0, RemoteRow(state: row.1, output: row.2, message: row.3, attempt: Int(row.4), code: row.5)))
       }
       return result
     }
@@ -154,6 +167,8 @@ struct RemoteRow: Sendable {
   let output: Data?
   let message: String?
   let attempt: Int
+  /// The stored ``RemoteTaskError/Code`` name of a failure.
+  var code: String? = nil
 
   var isFinal: Bool { state == "completed" || state == "failed" || state == "cancelled" }
 
@@ -162,18 +177,24 @@ struct RemoteRow: Sendable {
     switch state {
     case "completed":
       guard let output else {
-        return .failure(RemoteTaskError(message: "completed without an output", attempt: attempt))
+        return .failure(
+          RemoteTaskError(.outputUndecodable, message: "completed without an output", attempt: attempt))
       }
       do {
         return .success(try JSONDecoder().decode(Output.self, from: output))
       } catch {
         return .failure(
-          RemoteTaskError(message: "the output does not decode as \(Output.self): \(error)", attempt: attempt))
+          RemoteTaskError(
+            .outputUndecodable, message: "the output does not decode as \(Output.self): \(error)", attempt: attempt))
       }
     case "cancelled":
       return .failure(CancellationError())
+    case "vanished":
+      return .failure(
+        RemoteQueueError(.taskVanished, message: "the task's row was deleted while the task waited for it"))
     default:
-      return .failure(RemoteTaskError(message: message ?? "failed", attempt: attempt))
+      let code = code.map { RemoteTaskError.Code(name: $0) } ?? .handlerFailed
+      return .failure(RemoteTaskError(code, message: message ?? "failed", attempt: attempt))
     }
   }
 }

@@ -161,6 +161,7 @@ final class RemoteResultRouter: Sendable {
               metadata: ["queue": "\(queue.name)", "error": "\(String(reflecting: error))"])
             failAll(
               RemoteQueueError(
+                .databaseUnreachable,
                 message:
                   "queue '\(queue.name)': the database could not be reached for \(Int(unreachableFor.seconds)) s "
                   + "(reconnectTimeout); last error: \(RemoteQueue.summary(error))"))

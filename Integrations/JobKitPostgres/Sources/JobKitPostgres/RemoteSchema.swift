@@ -59,7 +59,25 @@ enum RemoteSchema {
           FOR EACH ROW EXECUTE FUNCTION jobkit_remote_notify()
         """,
       ]
-    )
+    ),
+    (
+      2,
+      [
+        // error_code: a failure's RemoteTaskError code. generation: bumped when a re-run re-arms
+        // the row or withdraws a cancel request, so that an older run's cancel misses the new
+        // run. suspect: the lease expired (its worker died holding it): the row runs alone.
+        """
+        ALTER TABLE jobkit_remote_tasks
+          ADD COLUMN error_code text,
+          ADD COLUMN generation integer NOT NULL DEFAULT 1,
+          ADD COLUMN suspect boolean NOT NULL DEFAULT false
+        """,
+        """
+        CREATE INDEX jobkit_remote_tasks_suspect ON jobkit_remote_tasks (queue, run_after, id)
+          WHERE state = 'available' AND suspect
+        """,
+      ]
+    ),
   ]
 
   /// The newest version this library knows.
@@ -67,6 +85,21 @@ enum RemoteSchema {
 
   /// Applies the missing migrations in one transaction under the advisory lock.
   static func migrate(_ client: PostgresClient, logger: Logger) async throws {
+    do {
+      try await migrateInTransaction(client, logger: logger)
+    } catch let error as PostgresTransactionError {
+      // The transaction's wrapper hides what went wrong: our own error, or the server's.
+      throw error.closureError ?? error.beginError ?? error.commitError ?? error
+    } catch  where "\(type(of: error))" == "ConnectionPoolError" {
+      // The pool gave up making connections (after its minute of tries), whatever the reason.
+      throw RemoteQueueError(
+        .databaseUnreachable,
+        message: "no connection to the database could be made (\(error)); "
+          + "PostgresClient.Configuration.checkConnection(url:logger:) tells why")
+    }
+  }
+
+  private static func migrateInTransaction(_ client: PostgresClient, logger: Logger) async throws {
     try await client.withTransaction(logger: logger) { connection in
       try await connection.query("SELECT pg_advisory_xact_lock(\(lockKey))", logger: logger)
       try await connection.query(
@@ -82,6 +115,7 @@ enum RemoteSchema {
       }
       guard applied <= currentVersion else {
         throw RemoteQueueError(
+          .schemaTooNew,
           message: "the database's schema is version \(applied), newer than this library's \(currentVersion)")
       }
       for migration in migrations where migration.version > applied {
@@ -90,26 +124,8 @@ enum RemoteSchema {
         }
         try await connection.query(
           "INSERT INTO jobkit_remote_schema (version) VALUES (\(migration.version))", logger: logger)
-        logger.info("jobkit-postgres: schema migrated", metadata: ["version": "\(migration.version)"])
+        logger.info("schema migrated", metadata: ["version": "\(migration.version)"])
       }
     }
   }
-}
-
-/// A queue that cannot be used as asked (schema too new, missing, a broken row), or a database
-/// that stayed unreachable past ``RemoteQueue/Configuration/reconnectTimeout``. The message
-/// never holds the connection's password.
-public struct RemoteQueueError: Error, Sendable, CustomStringConvertible {
-  /// What is wrong.
-  public let message: String
-  /// The database could not be reached or did not answer: retried like a lost connection.
-  let isUnreachable: Bool
-
-  init(message: String, isUnreachable: Bool = false) {
-    self.message = message
-    self.isUnreachable = isUnreachable
-  }
-
-  /// The message, for logs.
-  public var description: String { "remote queue: \(message)" }
 }

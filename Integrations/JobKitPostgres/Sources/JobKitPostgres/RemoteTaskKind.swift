@@ -23,21 +23,71 @@ public protocol RemoteTaskKind: Sendable {
 }
 
 /// A remote task's failure as stored in its row: the handler's error (or the worker's reason,
-/// such as an unregistered kind or an undecodable input) and the attempt that failed last.
-public struct RemoteTaskError: Error, Sendable, Equatable, CustomStringConvertible {
+/// such as an unregistered kind, an undecodable input or a worker that died holding the task)
+/// and the attempt that failed last.
+///
+/// Match on ``code``; two errors are equal when their codes are equal, whatever their
+/// ``message`` and ``attempt``.
+public struct RemoteTaskError: Error, Sendable, Hashable, CustomStringConvertible {
+  /// Why the task failed. Compare codes with `==`, or match the static members.
+  public struct Code: Hashable, Sendable, CustomStringConvertible {
+    /// The code's name, as stored in the row's `error_code`; codes are equal when their names are.
+    public let name: String
+
+    /// A code named `name` (a row's stored code).
+    public init(name: String) {
+      self.name = name
+    }
+
+    /// The handler threw an error (its description is the message), on the last attempt.
+    public static let handlerFailed = Code(name: "handlerFailed")
+    /// No worker that claimed the row has a handler for its kind.
+    public static let noHandler = Code(name: "noHandler")
+    /// The row's input does not decode as the kind's `Input`.
+    public static let inputUndecodable = Code(name: "inputUndecodable")
+    /// The lease of the last attempt expired: the worker died or stopped heartbeating while it
+    /// held the task (a handler that crashes its process ends so).
+    public static let leaseExpired = Code(name: "leaseExpired")
+    /// The handler threw `CancellationError` though nobody asked for a cancel, on the last attempt.
+    public static let cancelledWithoutRequest = Code(name: "cancelledWithoutRequest")
+    /// The stored output does not decode as the kind's `Output` (read by the job).
+    public static let outputUndecodable = Code(name: "outputUndecodable")
+
+    /// The code's name, for example `handlerFailed`.
+    public var description: String { name }
+  }
+
+  /// Why the task failed.
+  public let code: Code
   /// What went wrong, as the worker stored it (`String(describing:)` of the handler's error).
   public let message: String
   /// The attempt (1, 2, …) whose failure is stored.
   public let attempt: Int
 
-  /// Creates an error; workers create them, tests compare them.
+  /// Creates an error of code ``Code/handlerFailed``; workers create them, tests compare them.
   public init(message: String, attempt: Int) {
+    self.init(.handlerFailed, message: message, attempt: attempt)
+  }
+
+  /// Creates an error with `code`.
+  public init(_ code: Code, message: String, attempt: Int) {
+    self.code = code
     self.message = message
     self.attempt = attempt
   }
 
+  /// Two errors are equal when their codes are equal; the messages and attempts are not compared.
+  public static func == (lhs: RemoteTaskError, rhs: RemoteTaskError) -> Bool {
+    lhs.code == rhs.code
+  }
+
+  /// Hashes the code only, consistent with `==`.
+  public func hash(into hasher: inout Hasher) {
+    hasher.combine(code)
+  }
+
   /// The message, for logs.
-  public var description: String { "remote task failed on attempt \(attempt): \(message)" }
+  public var description: String { "remote task failed on attempt \(attempt) (\(code)): \(message)" }
 }
 
 /// What a handler knows about the task it runs: the attempt (1 for the first run; a handler that

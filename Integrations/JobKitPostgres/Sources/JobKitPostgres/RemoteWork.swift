@@ -12,14 +12,21 @@ import JobKit
 ///
 /// - **Start** inserts the task's row (kind, JSON input, key). A key that already has a row in
 ///   the queue attaches to it instead: a finished row's stored outcome comes back without running
-///   again, so a job re-run after its process died skips what already completed. Keys are unique
-///   per queue; reuse one only for the same task.
+///   again, so a job re-run after its process died skips what already completed. A key names
+///   the work, not only where its input lives: a path whose file may change is no key (add its
+///   size and modification time, or a run id). Keys are unique per queue; reuse one only for
+///   the same task. A key that is empty, holds a NUL character or is longer than
+///   ``RemoteQueue/maxKeyBytes`` fails the task with ``RemoteQueueError/Code/invalidKey``.
+/// - **Re-run**: a new request. A cancelled row is armed again and runs; a failed row gives its
+///   stored failure (arm it again with ``RemoteQueue/retryFailed(idempotencyKeys:)``). A cancel
+///   from an earlier run of the key, still going, does not cancel the new run.
 /// - **Finish**: when the row is final (a `NOTIFY` on the queue's channel, or the poll
 ///   fallback): `.success(output)` for a completed row, `.failure(RemoteTaskError)` with the
 ///   stored message and attempt for a failed one; a cancelled row finishes the task cancelled.
 ///   A database that is unreachable for a while delays the finish; one unreachable for longer
 ///   than ``RemoteQueue/Configuration/reconnectTimeout`` fails the task with
-///   ``RemoteQueueError`` (its row stays: a re-run with the same key attaches to it).
+///   ``RemoteQueueError`` (its row stays: a re-run with the same key attaches to it). A row
+///   deleted while its task waits fails the task with ``RemoteQueueError/Code/taskVanished``.
 /// - **Cancel** (`cancel()`, or the job's cancel): the row is marked; an unclaimed row is
 ///   cancelled at once and no worker starts it after; a running handler is cancelled at its
 ///   worker's next heartbeat. The task finishes cancelled right away.
@@ -64,14 +71,15 @@ struct RemoteCall<Kind: RemoteTaskKind>: Sendable {
   let kind = Kind.name
 
   func execute() async throws -> Kind.Output {
+    try queue.validate(key: key)
     let payload = try JSONEncoder().encode(input)
-    let inserted: (id: Int64, final: RemoteRow?)
+    let inserted: (id: Int64, generation: Int32, final: RemoteRow?)
     do {
       inserted = try await queue.retryingWhileUnreachable {
         try await queue.insert(kind: kind, key: key, input: payload)
       }
     } catch {
-      if Task.isCancelled { await cancelRow() }
+      if Task.isCancelled { await cancelRow(generation: nil) }
       throw error
     }
     rowID.withLock { $0 = inserted.id }
@@ -86,7 +94,7 @@ struct RemoteCall<Kind: RemoteTaskKind>: Sendable {
         // The database stayed unreachable: the row cannot be marked, and stays for a re-run.
         throw error
       } catch {
-        await cancelRow()
+        await cancelRow(generation: inserted.generation)
         throw error
       }
     }
@@ -95,18 +103,19 @@ struct RemoteCall<Kind: RemoteTaskKind>: Sendable {
 
   /// Marks the row cancelled, from a task of its own: the caller's task is cancelled, and a
   /// query from it could be refused. Tried for at most 5 s while the database is unreachable,
-  /// so that a job whose database is gone still ends soon after its tasks failed.
-  private func cancelRow() async {
+  /// so that a job whose database is gone still ends soon after its tasks failed. Fenced by
+  /// `generation`: a re-run that armed the row again since is not cancelled.
+  private func cancelRow(generation: Int32?) async {
     let queue = queue
     let key = key
     await Task.detached {
       do {
         try await queue.retryingWhileUnreachable(for: min(.seconds(5), queue.configuration.reconnectTimeout)) {
-          try await queue.requestCancel(key: key)
+          try await queue.requestCancel(key: key, generation: generation)
         }
       } catch {
         queue.logger.error(
-          "jobkit-postgres: could not mark a cancelled task's row",
+          "could not mark a cancelled task's row",
           metadata: ["queue": "\(queue.name)", "key": "\(key)", "error": "\(String(reflecting: error))"])
       }
     }.value

@@ -13,9 +13,12 @@ extension RemoteWorker {
     let (wakeClaims, store) = state.withLock { state -> (Bool, Bool) in
       guard var running = state.running[row.id], !running.finishing else { return (false, false) }
       state.handlersRunning -= 1
+      let wasIsolated = state.claims.isolated == row.id
+      state.claims.handlerEnded(row.id)
       let free = configuration.maxConcurrent - state.handlersRunning
-      // The claim loop waits for half a batch of free slots, or for no handler at all.
-      let wakeClaims = free == halfBatch || state.handlersRunning == 0
+      // The claim loop waits for half a batch of free slots, for no handler at all, or for the
+      // end of a suspect row's handler.
+      let wakeClaims = free == halfBatch || state.handlersRunning == 0 || wasIsolated
       if running.handedBack {
         state.running[row.id] = nil
         return (wakeClaims, false)
@@ -68,6 +71,8 @@ extension RemoteWorker {
   private func store(_ outcomes: [(row: ClaimedRow, outcome: HandlerOutcome)], owner: String) async {
     let clock = ContinuousClock()
     var backoff = Backoff()
+    // One warning per batch, not one per retry.
+    var retried = false
     var stored: [Int64: String]?
     while stored == nil {
       do {
@@ -78,18 +83,19 @@ extension RemoteWorker {
         }
         guard RemoteQueue.isUnreachable(error), !giveUp else {
           logger.error(
-            "jobkit-postgres: could not store results; their leases will expire and the tasks run again",
+            "could not store results; their leases will expire and the tasks run again",
             metadata: [
               "worker": "\(id)", "tasks": "\(outcomes.map(\.row.id))", "error": "\(String(reflecting: error))",
             ])
           break
         }
         let delay = backoff.next()
-        logger.warning(
-          "jobkit-postgres: storing results failed; retrying (fenced)",
+        logger.log(
+          level: retried ? .debug : .warning, "storing results failed; retrying (fenced)",
           metadata: [
             "worker": "\(id)", "error": "\(String(reflecting: error))", "retry-in-ms": "\(Int(delay.seconds * 1000))",
           ])
+        retried = true
         try? await Task.sleep(for: delay)
       }
     }
@@ -110,7 +116,7 @@ extension RemoteWorker {
     }
     for row in stale {
       logger.warning(
-        "jobkit-postgres: stale result rejected (the row is no longer this worker's)",
+        "stale result rejected (the row is no longer this worker's)",
         metadata: ["worker": "\(id)", "task": "\(row.id)", "attempt": "\(row.attempt)"])
     }
     wake.signal()
@@ -128,6 +134,7 @@ extension RemoteWorker {
     var attempts: [Int32] = []
     // 0 completed, 1 failed for good, 2 failed and retryable, 3 cancelled by the handler.
     var kinds: [Int32] = []
+    var codes: [String] = []
     var outputs: [ByteBuffer] = []
     var messages: [String] = []
     var delays: [Double] = []
@@ -136,16 +143,19 @@ extension RemoteWorker {
       attempts.append(Int32(row.attempt))
       switch outcome {
       case .success(let output):
+        codes.append("")
         kinds.append(0)
         outputs.append(ByteBuffer(bytes: output))
         messages.append("")
         delays.append(0)
-      case .failure(let message, let retryable):
+      case .failure(let code, let message, let retryable):
+        codes.append(code.name)
         kinds.append(retryable ? 2 : 1)
         outputs.append(ByteBuffer())
         messages.append(message)
         delays.append(retryDelay(afterAttempt: row.attempt))
       case .cancelled:
+        codes.append(RemoteTaskError.Code.cancelledWithoutRequest.name)
         kinds.append(3)
         outputs.append(ByteBuffer())
         messages.append("the handler threw CancellationError without a cancel request")
@@ -156,7 +166,7 @@ extension RemoteWorker {
       """
       WITH c AS (
         SELECT * FROM unnest(\(ids)::bigint[], \(attempts)::integer[], \(kinds)::integer[], \(outputs)::bytea[],
-          \(messages)::text[], \(delays)::float8[]) AS c(id, attempt, outcome, output, message, delay)
+          \(messages)::text[], \(delays)::float8[], \(codes)::text[]) AS c(id, attempt, outcome, output, message, delay, code)
       ), locked AS (
         -- Locked in id order, as by every multi-row update of a worker: no deadlock.
         SELECT t.id FROM jobkit_remote_tasks t JOIN c ON t.id = c.id WHERE t.owner = \(owner)
@@ -169,6 +179,9 @@ extension RemoteWorker {
           output = CASE WHEN c.outcome = 0 THEN c.output ELSE t.output END,
           error_message = CASE WHEN c.outcome = 0 OR (c.outcome = 3 AND t.cancel_requested) THEN t.error_message
             ELSE c.message END,
+          error_code = CASE WHEN c.outcome = 0 OR (c.outcome = 3 AND t.cancel_requested) THEN t.error_code
+            ELSE c.code END,
+          suspect = false,
           finished_at = CASE WHEN c.outcome = 0 OR t.cancel_requested
             OR NOT (c.outcome IN (2, 3) AND t.attempt < t.max_attempts) THEN now() END,
           lease_expires_at = NULL,

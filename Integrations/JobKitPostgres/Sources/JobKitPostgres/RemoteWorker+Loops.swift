@@ -12,46 +12,67 @@ extension RemoteWorker {
     let input: Data
     let attempt: Int
     let key: String
+    /// Its lease expired before (its worker died holding it): it runs alone.
+    var suspect = false
   }
 
-  /// Claims rows while slots are free. While a backlog lasts (the last claim filled its batch)
-  /// and handlers run, a claim waits for half a batch of free slots (woken when a handler ends),
-  /// so that claims stay batches instead of one row per finished handler; otherwise any free
-  /// slot is filled at once. Rows whose outcome is being stored do not hold a slot, but the rows
-  /// held stay under `maxConcurrent + batchSize`. Expired leases are rescued first, at most
-  /// every `min(heartbeat, lease / 2)`.
+  /// Claims rows while slots are free, as ``RemoteWorkerClaimStateMachine`` decides: batches,
+  /// suspect rows alone, a look-up of the rows a lost claim gave this worker. Expired leases are
+  /// rescued first, at most every `min(heartbeat, lease / 2)`.
   func claimLoop(owner: String) async {
     let clock = ContinuousClock()
     let rescueInterval = min(configuration.heartbeatInterval, configuration.leaseDuration / 2)
     let idleWait = min(configuration.pollInterval, rescueInterval)
     var lastRescue: ContinuousClock.Instant?
-    var backlog = false
     var backoff = Backoff()
+    // One warning per outage, not one per retry.
+    var failing = false
     while !state.withLock({ $0.stopping }) && !Task.isCancelled {
       var fullBatch = false
+      var claiming = false
       do {
         if lastRescue.map({ clock.now - $0 >= rescueInterval }) ?? true {
           try await rescueExpired()
           lastRescue = clock.now
         }
-        let limit = state.withLock { claimLimit($0, backlog: backlog) }
-        guard limit > 0 else {
+        let action = state.withLock { state in
+          state.claims.next(handlersRunning: state.handlersRunning, rowsHeld: state.running.count)
+        }
+        let adopted = state.withLock { state in
+          defer { state.adopted = [] }
+          return state.adopted
+        }
+        for row in adopted { dispatch(row, owner: owner) }
+        switch action {
+        case .wait:
           await wake.wait(timeout: idleWait)
           continue
+        case .claim(let limit, let mayTakeSuspect):
+          claiming = true
+          let rows = try await claim(limit: limit, mayTakeSuspect: mayTakeSuspect, owner: owner)
+          state.withLock { $0.claims.claimed(rows.map { ($0.id, $0.suspect) }, limit: limit) }
+          for row in rows { dispatch(row, owner: owner) }
+          fullBatch = rows.count == limit
         }
-        let rows = try await claim(limit: limit, owner: owner)
-        for row in rows { dispatch(row, owner: owner) }
-        fullBatch = rows.count == limit
-        backlog = fullBatch
         backoff.reset()
+        if failing {
+          failing = false
+          logger.info("claiming works again", metadata: ["worker": "\(id)"])
+        }
       } catch {
         if state.withLock({ $0.stopping }) || Task.isCancelled { break }
+        if claiming {
+          let lost = RemoteQueue.isUnreachable(error)
+          let lease = configuration.leaseDuration
+          state.withLock { $0.claims.claimFailed(mayHaveBeenApplied: lost, now: clock.now, lease: lease) }
+        }
         let delay = backoff.next()
-        logger.warning(
-          "jobkit-postgres: claiming failed; retrying",
+        logger.log(
+          level: failing ? .debug : .warning, "claiming failed; retrying with backoff",
           metadata: [
             "worker": "\(id)", "error": "\(String(reflecting: error))", "retry-in-ms": "\(Int(delay.seconds * 1000))",
           ])
+        failing = true
         await wake.wait(timeout: delay)
         continue
       }
@@ -61,23 +82,14 @@ extension RemoteWorker {
     }
   }
 
-  /// The most rows the next claim may take now; 0 to wait for free slots.
-  func claimLimit(_ state: WorkerState, backlog: Bool) -> Int {
-    let batch = max(1, configuration.batchSize)
-    let free = configuration.maxConcurrent - state.handlersRunning
-    let room = configuration.maxConcurrent + batch - state.running.count
-    let limit = min(batch, free, room)
-    if backlog, state.handlersRunning > 0, limit < halfBatch { return 0 }
-    return max(0, limit)
-  }
-
   /// Free slots a claim waits for while a backlog lasts.
   var halfBatch: Int {
     max(1, min(configuration.batchSize, configuration.maxConcurrent) / 2)
   }
 
-  /// Returns expired leases (any worker's) to the queue, or ends their rows when no attempt is
-  /// left or their job asked for a cancel. The database's clock decides what expired.
+  /// Returns expired leases (any worker's) to the queue as suspects (they run alone), or ends
+  /// their rows when no attempt is left or their job asked for a cancel. The database's clock
+  /// decides what expired.
   func rescueExpired() async throws {
     let count = try await queue.statement(
       """
@@ -92,7 +104,9 @@ extension RemoteWorker {
         error_message = CASE WHEN t.cancel_requested THEN t.error_message
           ELSE 'the lease of attempt ' || t.attempt || ' expired (worker ' || coalesce(t.owner, '?')
             || ' stopped heartbeating)' END,
+        error_code = CASE WHEN t.cancel_requested THEN t.error_code ELSE 'leaseExpired' END,
         finished_at = CASE WHEN t.cancel_requested OR t.attempt >= t.max_attempts THEN now() END,
+        suspect = NOT t.cancel_requested AND t.attempt < t.max_attempts,
         owner = NULL, lease_expires_at = NULL, run_after = now()
       FROM expired WHERE t.id = expired.id
       RETURNING t.id
@@ -104,29 +118,50 @@ extension RemoteWorker {
     }
     if count > 0 {
       state.withLock { $0.statistics.rescued += count }
-      logger.notice("jobkit-postgres: expired leases returned", metadata: ["worker": "\(id)", "rows": "\(count)"])
+      logger.notice("expired leases returned", metadata: ["worker": "\(id)", "rows": "\(count)"])
     }
   }
 
-  func claim(limit: Int, owner: String) async throws -> [ClaimedRow] {
+  /// Claims up to `limit` available rows, oldest first; with `mayTakeSuspect`, a suspect row
+  /// instead, alone. Without it, claims nothing while a suspect row waits, so that this worker's
+  /// handlers end and it can take the suspect. A row whose job asked for a cancel (handed back
+  /// before its worker saw the request) is made cancelled on the way, never skipped.
+  func claim(limit: Int, mayTakeSuspect: Bool, owner: String) async throws -> [ClaimedRow] {
     let lease = configuration.leaseDuration.seconds
     let claimed = try await queue.statement(
       """
-      WITH next AS (
+      WITH suspect AS (
         SELECT id FROM jobkit_remote_tasks
-        WHERE queue = \(queue.name) AND state = 'available' AND run_after <= now() AND NOT cancel_requested
+        WHERE \(mayTakeSuspect) AND queue = \(queue.name) AND state = 'available' AND suspect AND run_after <= now()
+        ORDER BY run_after, id LIMIT 1
+        FOR UPDATE SKIP LOCKED
+      ), next AS (
+        SELECT id FROM jobkit_remote_tasks
+        WHERE queue = \(queue.name) AND state = 'available' AND run_after <= now() AND NOT suspect
+          AND NOT EXISTS (SELECT 1 FROM suspect)
+          AND (\(mayTakeSuspect) OR NOT EXISTS (
+            SELECT 1 FROM jobkit_remote_tasks s
+            WHERE s.queue = \(queue.name) AND s.state = 'available' AND s.suspect AND s.run_after <= now()))
         ORDER BY run_after, id LIMIT \(Int64(limit))
         FOR UPDATE SKIP LOCKED
+      ), picked AS (
+        SELECT id FROM suspect UNION ALL SELECT id FROM next
       )
-      UPDATE jobkit_remote_tasks t SET state = 'running', attempt = t.attempt + 1, owner = \(owner),
-        lease_expires_at = now() + make_interval(secs => \(lease))
-      FROM next WHERE t.id = next.id
-      RETURNING t.id, t.kind, t.input, t.attempt, t.idempotency_key
+      UPDATE jobkit_remote_tasks t SET
+        state = CASE WHEN t.cancel_requested THEN 'cancelled' ELSE 'running' END,
+        attempt = CASE WHEN t.cancel_requested THEN t.attempt ELSE t.attempt + 1 END,
+        owner = CASE WHEN t.cancel_requested THEN NULL ELSE \(owner) END,
+        lease_expires_at = CASE WHEN t.cancel_requested THEN NULL ELSE now() + make_interval(secs => \(lease)) END,
+        finished_at = CASE WHEN t.cancel_requested THEN now() END
+      FROM picked WHERE t.id = picked.id
+      RETURNING t.id, t.kind, t.input, t.attempt, t.idempotency_key, t.suspect, t.state
       """
     ) { rows in
       var claimed: [ClaimedRow] = []
-      for try await row in rows.decode((Int64, String, Data, Int32, String).self) {
-        claimed.append(ClaimedRow(id: row.0, kind: row.1, input: row.2, attempt: Int(row.3), key: row.4))
+      for try await row in rows.decode((Int64, String, Data, Int32, String, Bool, String).self) where row.6 == "running"
+      {
+        claimed.append(
+          ClaimedRow(id: row.0, kind: row.1, input: row.2, attempt: Int(row.3), key: row.4, suspect: row.5))
       }
       return claimed
     }
@@ -136,18 +171,46 @@ extension RemoteWorker {
     return claimed
   }
 
+  /// The running rows `owner` (this run of the worker) holds that are not in `known`: rows of a
+  /// claim whose answer was lost.
+  func ownedRows(owner: String, excluding known: [Int64]) async throws -> [ClaimedRow] {
+    let found = try await queue.statement(
+      """
+      SELECT id, kind, input, attempt, idempotency_key, suspect FROM jobkit_remote_tasks
+      WHERE queue = \(queue.name) AND state = 'running' AND owner = \(owner) AND NOT (id = ANY(\(known)))
+      ORDER BY id
+      """
+    ) { rows in
+      var found: [ClaimedRow] = []
+      for try await row in rows.decode((Int64, String, Data, Int32, String, Bool).self) {
+        found.append(ClaimedRow(id: row.0, kind: row.1, input: row.2, attempt: Int(row.3), key: row.4, suspect: row.5))
+      }
+      return found
+    }
+    if !found.isEmpty {
+      state.withLock { $0.statistics.claimed += found.count }
+    }
+    return found
+  }
+
   /// Starts the handler of a claimed row as a task of the worker's job, or fails the row if its
   /// kind has no handler here.
   func dispatch(_ row: ClaimedRow, owner: String) {
     let context = RemoteTaskContext(attempt: row.attempt, taskID: row.id, idempotencyKey: row.key, workerID: id)
-    let task: Work<HandlerOutcome>? = state.withLock { state in
-      guard let registration = state.registrations[row.kind] else { return nil }
+    // A row already held (a lost claim's row, found twice) runs once. Only the claim loop
+    // dispatches, so the look-up and the insert below do not race.
+    if state.withLock({ $0.running[row.id] != nil }) { return }
+    let (task, setLimit) = state.withLock { state -> (Work<HandlerOutcome>?, (@Sendable () -> Void)?) in
+      guard let registration = state.registrations[row.kind] else { return (nil, nil) }
       // Made under the lock: `makeTask` only builds the operation, it runs nothing.
       let task = registration.makeTask(row.input, context)
       state.running[row.id] = WorkerState.Running(attempt: row.attempt, task: task)
       state.handlersRunning += 1
-      return task
+      let first = state.limitsSet.insert(row.kind).inserted
+      return (task, first ? registration.setLimit : nil)
     }
+    // Only the claim loop dispatches: the limit is set before the kind's first task is tracked.
+    setLimit?()
     guard let task else {
       state.withLock { state in
         state.running[row.id] = WorkerState.Running(attempt: row.attempt, task: BlockOperation())
@@ -156,6 +219,7 @@ extension RemoteWorker {
       handlerEnded(
         row,
         .failure(
+          code: .noHandler,
           message: "no handler for kind '\(row.kind)' on worker \(id) (register it with RemoteWorker.register)",
           retryable: false))
       return
@@ -181,13 +245,20 @@ extension RemoteWorker {
   /// no longer this worker's.
   func heartbeatLoop(owner: String) async {
     let lease = configuration.leaseDuration.seconds
+    // One warning per outage, not one per heartbeat.
+    var failing = false
     while !Task.isCancelled {
       try? await Task.sleep(for: configuration.heartbeatInterval)
       // Rows whose outcome waits to be stored keep their lease too.
       let ids = state.withLock { state in
         state.running.filter { !$0.value.handedBack }.map(\.key)
       }
-      guard !ids.isEmpty, !Task.isCancelled else { continue }
+      guard !Task.isCancelled else { continue }
+      guard !ids.isEmpty else {
+        // Retried at the next heartbeat.
+        try? await adoptLostRows(owner: owner)
+        continue
+      }
       do {
         let kept = try await queue.statement(
           """
@@ -220,16 +291,42 @@ extension RemoteWorker {
         }
         for id in lost {
           logger.warning(
-            "jobkit-postgres: lease lost (the row was taken back); cancelling its handler",
+            "lease lost (the row was taken back); cancelling its handler",
             metadata: ["worker": "\(self.id)", "task": "\(id)"])
         }
         for task in toCancel { task.cancel() }
+        try await adoptLostRows(owner: owner)
+        if failing {
+          failing = false
+          logger.info("heartbeats work again", metadata: ["worker": "\(id)"])
+        }
       } catch {
-        logger.warning(
-          "jobkit-postgres: heartbeat failed; retrying",
+        logger.log(
+          level: failing ? .debug : .warning, "heartbeat failed; retrying",
           metadata: ["worker": "\(id)", "error": "\(String(reflecting: error))"])
+        failing = true
       }
     }
+  }
+
+  /// While a claim whose answer was lost may still give this worker rows, hands the running rows
+  /// it owns but does not know to the claim loop, which runs them.
+  func adoptLostRows(owner: String) async throws {
+    let clock = ContinuousClock()
+    let known = state.withLock { state -> [Int64]? in
+      guard state.claims.looksForLostRows(now: clock.now) else { return nil }
+      return Array(state.running.keys) + state.adopted.map(\.id)
+    }
+    guard let known else { return }
+    let rows = try await ownedRows(owner: owner, excluding: known)
+    guard !rows.isEmpty else { return }
+    state.withLock { state in
+      state.adopted += rows
+      state.claims.adopted(rows.map { ($0.id, $0.suspect) })
+    }
+    logger.info(
+      "rows of a claim whose answer was lost run now", metadata: ["worker": "\(id)", "rows": "\(rows.count)"])
+    wake.signal()
   }
 
   /// Waits for running handlers (and the storing of their outcomes) for the grace period, then
@@ -260,8 +357,11 @@ extension RemoteWorker {
           SELECT id FROM jobkit_remote_tasks WHERE id = ANY(\(ids)) AND owner = \(owner) AND state = 'running'
           ORDER BY id FOR UPDATE
         )
-        UPDATE jobkit_remote_tasks t SET state = 'available', attempt = t.attempt - 1, owner = NULL,
-          lease_expires_at = NULL, run_after = now()
+        UPDATE jobkit_remote_tasks t SET
+          state = CASE WHEN t.cancel_requested THEN 'cancelled' ELSE 'available' END,
+          attempt = CASE WHEN t.cancel_requested THEN t.attempt ELSE t.attempt - 1 END,
+          finished_at = CASE WHEN t.cancel_requested THEN now() END,
+          owner = NULL, lease_expires_at = NULL, run_after = now()
         FROM locked WHERE t.id = locked.id AND t.owner = \(owner) AND t.state = 'running'
         RETURNING t.id
         """
@@ -271,10 +371,10 @@ extension RemoteWorker {
         return count
       }
       state.withLock { $0.statistics.handedBack += count }
-      logger.notice("jobkit-postgres: rows handed back at shutdown", metadata: ["worker": "\(id)", "rows": "\(count)"])
+      logger.notice("rows handed back at shutdown", metadata: ["worker": "\(id)", "rows": "\(count)"])
     } catch {
       logger.error(
-        "jobkit-postgres: could not hand rows back; their leases will expire",
+        "could not hand rows back; their leases will expire",
         metadata: ["worker": "\(id)", "error": "\(String(reflecting: error))"])
     }
     for task in tasks { task.cancel() }

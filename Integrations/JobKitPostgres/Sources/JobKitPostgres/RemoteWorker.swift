@@ -22,9 +22,14 @@ import ServiceLifecycle
 ///   free slots, so that claims stay batches. Claims go on while finished rows are being stored.
 ///   Woken by `NOTIFY` when rows are added, with ``Configuration/pollInterval`` as the fallback.
 ///   Each claim pass first returns expired leases (any worker's) to the queue, or fails them when
-///   no attempt is left.
+///   no attempt is left. A returned row is a *suspect* (its worker may have died of it): only a
+///   worker running no handler claims it, alone, and claims nothing else until it ended, so a
+///   handler that kills its process takes no other task with it. A claim that failed for want of
+///   an answer is looked for by the heartbeats for one lease: the rows it gave this worker run.
+///   Decided by `RemoteWorkerClaimStateMachine`.
 /// - **Run**: each handler runs as a JobKit task of a job the worker owns; `maxConcurrent` of
-///   ``register(_:maxConcurrent:handler:)`` is that job's per-type limit.
+///   ``register(_:maxConcurrent:handler:)`` is that job's per-type limit. Handlers run on threads
+///   of the worker's own, so one that computes or blocks does not hold up the heartbeats.
 /// - **Heartbeat**: every ``Configuration/heartbeatInterval`` the leases of running rows are
 ///   extended; a row whose job asked for a cancel has its handler cancelled; a row that is no
 ///   longer this worker's (its lease expired and was rescued) has its handler cancelled too.
@@ -38,7 +43,9 @@ import ServiceLifecycle
 ///   retry) with a clear stored message; the worker goes on.
 /// - **Shutdown** (graceful shutdown, or cancelling ``run()``): stops claiming, lets running
 ///   handlers finish for ``Configuration/gracePeriod``, then hands the rest back (available
-///   again, the attempt not counted) and cancels their handlers.
+///   again, the attempt not counted; cancelled if their job asked for a cancel meanwhile) and
+///   cancels their handlers.
+/// - **Settings** out of range make ``run()`` throw ``RemoteQueueError/Code/invalidConfiguration``.
 ///
 /// Register every kind before ``run()``; a worker runs once.
 public final class RemoteWorker: Service, Sendable {
@@ -68,6 +75,21 @@ public final class RemoteWorker: Service, Sendable {
 
     /// The defaults: 30 s leases, 10 s heartbeats, batches of 16, 16 handlers, 30 s of grace.
     public init() {}
+
+    /// Throws ``RemoteQueueError/Code/invalidConfiguration`` naming each value out of range.
+    func validate() throws {
+      var problems: [String] = []
+      if batchSize < 1 { problems.append("batchSize \(batchSize) is below 1") }
+      if maxConcurrent < 1 { problems.append("maxConcurrent \(maxConcurrent) is below 1") }
+      if leaseDuration <= .zero { problems.append("leaseDuration \(leaseDuration) is not positive") }
+      if heartbeatInterval <= .zero { problems.append("heartbeatInterval \(heartbeatInterval) is not positive") }
+      if pollInterval <= .zero { problems.append("pollInterval \(pollInterval) is not positive") }
+      if gracePeriod < .zero { problems.append("gracePeriod \(gracePeriod) is negative") }
+      guard problems.isEmpty else {
+        throw RemoteQueueError(
+          .invalidConfiguration, message: "RemoteWorker.Configuration: " + problems.joined(separator: "; "))
+      }
+    }
   }
 
   /// The queue the worker serves.
@@ -78,7 +100,9 @@ public final class RemoteWorker: Service, Sendable {
   public let configuration: Configuration
   let logger: Logger
   let job = WorkerJob()
-  let state = Locked(WorkerState())
+  let state: Locked<WorkerState>
+  /// The handlers' threads, off the cooperative pool that heartbeats and claims need.
+  let handlerThreads: HandlerThreads
   /// Wakes the claim loop: new rows, free slots.
   let wake = WakeSignal()
   /// Wakes the shutdown's wait for running rows.
@@ -101,6 +125,11 @@ public final class RemoteWorker: Service, Sendable {
     self.id = id
     self.configuration = configuration
     self.logger = logger
+    self.state = Locked(
+      WorkerState(
+        claims: RemoteWorkerClaimStateMachine(
+          batchSize: configuration.batchSize, maxConcurrent: configuration.maxConcurrent)))
+    self.handlerThreads = HandlerThreads(maxThreads: configuration.maxConcurrent, name: "RemoteWorker \(id)")
   }
 
   /// Results this worker's handlers produced after their row stopped being theirs (the lease
@@ -121,16 +150,23 @@ public final class RemoteWorker: Service, Sendable {
   /// The handler runs in a Swift `Task`, once per attempt: make it idempotent (the context's
   /// attempt and key tell a re-run). A thrown error is stored as the row's message and retried;
   /// `CancellationError` after a cancel request cancels the row.
+  ///
+  /// The handler may compute or block its thread for as long as it needs: it runs on threads
+  /// of the worker's own (a `TaskExecutor` preference; on Apple platforms from macOS 15, iOS 18),
+  /// not on the cooperative pool the worker's heartbeats need, so its lease is kept meanwhile.
   public func register<K: RemoteTaskKind>(
     _ kind: K.Type,
     maxConcurrent: Int? = nil,
     handler: @escaping @Sendable (K.Input, RemoteTaskContext) async throws -> K.Output
   ) {
-    if let maxConcurrent {
-      job.setMaxConcurrentTasks(max(1, maxConcurrent), forGroup: RemoteHandlerTask<K>.self)
-    }
-    let runner = KindRunner<K>(handler: handler)
-    let registration = Registration { input, context in runner.makeTask(input, context) }
+    let runner = KindRunner<K>(handler: handler, threads: handlerThreads)
+    // The limit is set when the kind's first row comes: a limit of a kind that never ran is
+    // not a misuse of the worker's job.
+    let job = job
+    let limit = maxConcurrent.map { max(1, $0) }
+    let registration = Registration(
+      makeTask: { input, context in runner.makeTask(input, context) },
+      setLimit: { if let limit { job.setMaxConcurrentTasks(limit, forGroup: RemoteHandlerTask<K>.self) } })
     state.withLock { $0.registrations[K.name] = registration }
   }
 
@@ -143,7 +179,8 @@ public final class RemoteWorker: Service, Sendable {
       state.owner = owner
       return true
     }
-    guard first else { throw RemoteQueueError(message: "RemoteWorker \(id) runs once") }
+    guard first else { throw RemoteQueueError(.workerAlreadyRan, message: "RemoteWorker \(id) runs once") }
+    try configuration.validate()
     job.startJob()
     let listener = Task { await listenForWork() }
     let heartbeat = Task { await heartbeatLoop(owner: owner) }
@@ -163,7 +200,8 @@ public final class RemoteWorker: Service, Sendable {
     await completer.value
     heartbeat.cancel()
     job.release()
-    logger.info("jobkit-postgres: worker stopped", metadata: ["worker": "\(id)"])
+    handlerThreads.stop()
+    logger.info("worker stopped", metadata: ["worker": "\(id)"])
   }
 }
 
@@ -191,13 +229,14 @@ final class RemoteHandlerTask<K: RemoteTaskKind>: Work<HandlerOutcome>, @uncheck
 /// What a handler run came to.
 enum HandlerOutcome: Sendable {
   case success(Data)
-  case failure(message: String, retryable: Bool)
+  case failure(code: RemoteTaskError.Code, message: String, retryable: Bool)
   case cancelled
 }
 
 /// Runs one kind's handler: decodes the input, calls the handler, encodes the output.
 struct KindRunner<K: RemoteTaskKind>: Sendable {
   let handler: @Sendable (K.Input, RemoteTaskContext) async throws -> K.Output
+  let threads: HandlerThreads
   let name = K.name
   let inputName = "\(K.Input.self)"
   /// Shared by the kind's runs (both are `Sendable`; each call keeps its own state).
@@ -214,21 +253,32 @@ struct KindRunner<K: RemoteTaskKind>: Sendable {
       decoded = try decoder.decode(K.Input.self, from: input)
     } catch {
       return .failure(
+        code: .inputUndecodable,
         message: "the input does not decode as \(inputName) for kind '\(name)': \(error)", retryable: false)
     }
     do {
-      return .success(try encoder.encode(try await handler(decoded, context)))
+      return .success(try encoder.encode(try await runHandler(decoded, context)))
     } catch is CancellationError {
       return .cancelled
     } catch {
-      return .failure(message: String(describing: error), retryable: true)
+      return .failure(code: .handlerFailed, message: String(describing: error), retryable: true)
     }
+  }
+
+  /// The handler, on the worker's handler threads where the platform has task executors.
+  private func runHandler(_ input: K.Input, _ context: RemoteTaskContext) async throws -> K.Output {
+    if #available(macOS 15.0, iOS 18.0, watchOS 11.0, tvOS 18.0, visionOS 2.0, *) {
+      return try await withTaskExecutorPreference(threads) { try await handler(input, context) }
+    }
+    return try await handler(input, context)
   }
 }
 
 /// Makes the handler task of a kind for a claimed row.
 struct Registration: Sendable {
   let makeTask: @Sendable (Data, RemoteTaskContext) -> Work<HandlerOutcome>
+  /// Sets the kind's limit on the worker's job (before its first task).
+  let setLimit: @Sendable () -> Void
 }
 
 /// The worker's job: it stays open while the worker runs (a keeper task it tracks), so the
@@ -273,6 +323,12 @@ struct WorkerState {
   }
 
   var registrations: [String: Registration] = [:]
+  /// The kinds whose limit was set on the worker's job.
+  var limitsSet: Set<String> = []
+  /// The claim loop's decisions.
+  var claims: RemoteWorkerClaimStateMachine
+  /// Rows of a lost claim that a heartbeat found, for the claim loop to run.
+  var adopted: [RemoteWorker.ClaimedRow] = []
   /// The rows this run holds: handlers running, and outcomes not stored yet.
   var running: [Int64: Running] = [:]
   /// Handlers running (rows in `running` that are not finishing): the slots in use.

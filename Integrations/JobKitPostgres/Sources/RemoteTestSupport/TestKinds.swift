@@ -17,13 +17,22 @@ public enum EchoKind: RemoteTaskKind {
     public var sleepMilliseconds: Int
     /// The handler fails (throws) on attempts below this one.
     public var failBeforeAttempt: Int
+    /// How long the handler blocks its thread (not cancellable), as synchronous work does.
+    public var blockMilliseconds: Int?
+    /// The handler ends its process (exit status 70) after this many milliseconds: a poison task.
+    public var exitAfterMilliseconds: Int?
 
     /// An input; by default the handler answers at once, on the first attempt.
-    public init(text: String, bytes: [UInt8] = [], sleepMilliseconds: Int = 0, failBeforeAttempt: Int = 0) {
+    public init(
+      text: String, bytes: [UInt8] = [], sleepMilliseconds: Int = 0, failBeforeAttempt: Int = 0,
+      blockMilliseconds: Int? = nil, exitAfterMilliseconds: Int? = nil
+    ) {
       self.text = text
       self.bytes = bytes
       self.sleepMilliseconds = sleepMilliseconds
       self.failBeforeAttempt = failBeforeAttempt
+      self.blockMilliseconds = blockMilliseconds
+      self.exitAfterMilliseconds = exitAfterMilliseconds
     }
   }
 
@@ -87,6 +96,14 @@ public enum TestSupport {
           INSERT INTO jobkit_test_executions (queue, key, attempt, worker)
           VALUES (\(queue), \(context.idempotencyKey), \(Int32(context.attempt)), \(context.workerID))
           """)
+      }
+      if let milliseconds = input.exitAfterMilliseconds {
+        usleep(UInt32(milliseconds) * 1000)
+        exit(70)
+      }
+      if let milliseconds = input.blockMilliseconds {
+        // Blocks the thread, as a handler that computes does.
+        usleep(UInt32(milliseconds) * 1000)
       }
       if input.sleepMilliseconds > 0 {
         let start = ContinuousClock.now

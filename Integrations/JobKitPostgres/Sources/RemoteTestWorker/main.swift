@@ -73,6 +73,8 @@ func connect() async {
   do {
     try await withThrowingTaskGroup(of: Void.self) { group in
       group.addTask {
+        try await PostgresClient.Configuration.checkConnection(
+          url: url, timeout: seconds("connect-timeout", 15), logger: logger)
         try await queue.migrate()
         try await TestSupport.prepare(client)
       }

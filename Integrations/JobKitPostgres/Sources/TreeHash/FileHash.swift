@@ -1,3 +1,4 @@
+import Foundation
 import JobKit
 import JobKitPostgres
 
@@ -34,9 +35,11 @@ enum FileHash: RemoteTaskKind {
   }
 }
 
-/// Hashes each file as a ``FileHash`` remote task on the queue's workers. The idempotency key is
-/// the run's id and the file's absolute path, so a job run again with the same id attaches to the
-/// rows of the files already hashed instead of hashing them again.
+/// Hashes each file as a ``FileHash`` remote task on the queue's workers. The idempotency key
+/// names the work, not only the file: the run's id, the file's absolute path, and its size and
+/// modification time. A job run again with the same id attaches to the rows of the files already
+/// hashed instead of hashing them again, and a file changed since gets a new key, so it is
+/// hashed anew instead of answered with its old content's hash.
 struct RemoteLeafHashing: LeafHashing {
   let queue: RemoteQueue
   /// The prefix of the tasks' keys.
@@ -52,9 +55,20 @@ struct RemoteLeafHashing: LeafHashing {
     ofFile relativePath: String, in job: TreeHashJob,
     completion: @escaping @Sendable (Result<String, any Error>) -> Void
   ) {
+    let path = job.root + "/" + relativePath
     let work = RemoteWork<FileHash>(
       FileHash.Input(root: job.root, path: relativePath), queue: queue,
-      idempotencyKey: "\(runID):\(job.root)/\(relativePath)")
+      idempotencyKey: "\(runID):\(path)@\(Self.contentIdentity(ofFile: path))")
     job.trackAndQueue(resultOf: work) { completion($0) }
+  }
+
+  /// What tells one content of the file at `path` from the next: its size and modification
+  /// time (`size:seconds.nanoseconds`), or `unreadable` (the worker's hash then says why).
+  static func contentIdentity(ofFile path: String) -> String {
+    guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
+      let size = attributes[.size] as? NSNumber, let modified = attributes[.modificationDate] as? Date
+    else { return "unreadable" }
+    let nanoseconds = Int64((modified.timeIntervalSince1970 * 1e9).rounded())
+    return "\(size.int64Value):\(nanoseconds)"
   }
 }

@@ -31,7 +31,8 @@ func hashRemotely(
   return try await withThrowingTaskGroup(of: Void.self) { group in
     group.addTask { await client.run() }
     do {
-      let queue = RemoteQueue(client: client, name: options.queueName)
+      let queue = RemoteQueue(client: client, name: options.queueName, configuration: .init(), logger: clientLogger())
+      try await PostgresClient.Configuration.checkConnection(url: options.databaseURL ?? "", logger: clientLogger())
       try await queue.migrate()
       let leaves = RemoteLeafHashing(
         queue: queue, runID: options.runID ?? UUID().uuidString, maxQueued: options.concurrency ?? 256)
@@ -57,7 +58,7 @@ func runWorker(_ options: Options) async -> Int32 {
   do {
     let client = PostgresClient(
       configuration: try .init(url: options.databaseURL ?? ""), backgroundLogger: clientLogger())
-    let queue = RemoteQueue(client: client, name: options.queueName)
+    let queue = RemoteQueue(client: client, name: options.queueName, configuration: .init(), logger: logger)
     let concurrency = options.concurrency ?? max(1, ProcessInfo.processInfo.activeProcessorCount)
     var configuration = RemoteWorker.Configuration()
     // Claims no more rows than it hashes at once: the others stay for the other workers.
@@ -74,7 +75,12 @@ func runWorker(_ options: Options) async -> Int32 {
     }
     let group = ServiceGroup(
       configuration: .init(
-        services: [.init(service: client), .init(service: MigratedWorker(queue: queue, worker: worker))],
+        services: [
+          .init(service: client),
+          .init(
+            service: MigratedWorker(url: options.databaseURL ?? "", queue: queue, worker: worker, logger: logger),
+            successTerminationBehavior: .gracefullyShutdownGroup, failureTerminationBehavior: .gracefullyShutdownGroup),
+        ],
         gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
     try await group.run()
     return 0
@@ -84,14 +90,27 @@ func runWorker(_ options: Options) async -> Int32 {
   }
 }
 
-/// A worker that migrates its queue's schema before it claims (idempotent, safe beside other
-/// processes doing the same).
+/// A worker that checks its connection settings and migrates its queue's schema before it
+/// claims (idempotent, safe beside other processes doing the same). Wrong settings end it at
+/// once with the reason; an unreachable server is tried for the queue's reconnect timeout; a
+/// graceful shutdown (SIGTERM) ends the wait.
 struct MigratedWorker: Service {
+  let url: String
   let queue: RemoteQueue
   let worker: RemoteWorker
+  let logger: Logger
 
   func run() async throws {
-    try await queue.migrate()
+    do {
+      try await cancelWhenGracefulShutdown {
+        try await PostgresClient.Configuration.checkConnection(
+          url: url, timeout: queue.configuration.reconnectTimeout, logger: logger)
+        try await queue.migrate()
+      }
+    } catch is CancellationError where Task.isShuttingDownGracefully {
+      return
+    }
+    guard !Task.isShuttingDownGracefully else { return }
     try await worker.run()
   }
 }

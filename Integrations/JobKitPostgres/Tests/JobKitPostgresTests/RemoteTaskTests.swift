@@ -87,6 +87,7 @@ extension DatabaseTests {
             EchoKind.Input(text: "doomed", failBeforeAttempt: 9), queue: queue, idempotencyKey: "doomed")
           let error = await #expect(throws: RemoteTaskError.self) { try await work.run() }
           #expect(error?.attempt == 2)
+          #expect(error?.code == .handlerFailed)
           #expect(error?.message == "planned failure on attempt 2; with 'quotes'; and semicolons")
           let checked3 = try await TestSupport.executions(client, queue: queue.name)
           #expect(checked3 == ["doomed": 2])
@@ -101,6 +102,7 @@ extension DatabaseTests {
           let unknown = RemoteWork<UnregisteredKind>("x", queue: queue, idempotencyKey: "unknown")
           let error = await #expect(throws: RemoteTaskError.self) { try await unknown.run() }
           #expect(error?.message.contains("no handler for kind 'unregistered'") == true)
+          #expect(error?.code == .noHandler)
           #expect(error?.attempt == 1)
 
           try await client.query(
@@ -118,6 +120,13 @@ extension DatabaseTests {
             message = text
           }
           #expect(message.contains("the input does not decode as Input for kind 'echo'"))
+          var code = ""
+          for try await (text) in try await client.query(
+            "SELECT error_code FROM jobkit_remote_tasks WHERE queue = \(queue.name) AND idempotency_key = 'garbage'"
+          ).decode(String.self) {
+            code = text
+          }
+          #expect(RemoteTaskError.Code(name: code) == .inputUndecodable)
 
           // The worker goes on.
           let output = try await RemoteWork<EchoKind>(

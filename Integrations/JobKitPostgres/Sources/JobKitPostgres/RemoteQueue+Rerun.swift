@@ -1,0 +1,87 @@
+import Foundation
+import PostgresNIO
+
+/// Re-runs and the keys they name: what a new request with a known key does to the row, the
+/// retry of failed rows, and the keys the table can store.
+extension RemoteQueue {
+  /// The longest idempotency key, in bytes of UTF-8, that the table's unique index can hold
+  /// (beside a queue name of up to ``maxQueueNameBytes``).
+  public static let maxKeyBytes = 2_000
+  /// The longest queue name, in bytes of UTF-8.
+  public static let maxQueueNameBytes = 500
+
+  /// Throws ``RemoteQueueError/Code/invalidKey`` unless `key` (and this queue's name) can be
+  /// stored: not empty, no NUL character, within ``maxKeyBytes`` (``maxQueueNameBytes``).
+  func validate(key: String) throws {
+    func check(_ value: String, _ what: String, limit: Int) throws {
+      let bytes = value.utf8.count
+      if value.isEmpty {
+        throw RemoteQueueError(.invalidKey, message: "the \(what) is empty")
+      }
+      if value.utf8.contains(0) {
+        throw RemoteQueueError(
+          .invalidKey, message: "the \(what) contains a NUL character, which PostgreSQL text cannot hold")
+      }
+      if bytes > limit {
+        throw RemoteQueueError(
+          .invalidKey,
+          message: "the \(what) is \(bytes) bytes of UTF-8, more than the \(limit) the table's index allows")
+      }
+    }
+    try check(name, "queue name '\(name.prefix(40))…'", limit: Self.maxQueueNameBytes)
+    try check(key, "idempotency key '\(key.prefix(40))…'", limit: Self.maxKeyBytes)
+  }
+
+  /// A re-run is a new request: before a task attaches to the row its key already has, a
+  /// cancelled row is armed again (available, with ``Configuration/maxAttempts`` more attempts;
+  /// attempt numbers go on from the last run's), and a cancel request that a running or
+  /// available row still carries is withdrawn. Both bump the row's generation, so that a cancel
+  /// from the earlier run (its process may still be going) misses the new run. A completed or
+  /// failed row is left as it is: the task gets its stored outcome (``retryFailed(idempotencyKeys:)``
+  /// arms failed rows again).
+  func rearmForRerun(key: String) async throws {
+    let more = Int32(clamping: max(1, configuration.maxAttempts))
+    try await statement(
+      """
+      UPDATE jobkit_remote_tasks SET generation = generation + 1, cancel_requested = false,
+        state = CASE WHEN state = 'cancelled' THEN 'available' ELSE state END,
+        max_attempts = CASE WHEN state = 'cancelled' THEN attempt + \(more) ELSE max_attempts END,
+        error_message = CASE WHEN state = 'cancelled' THEN NULL ELSE error_message END,
+        error_code = CASE WHEN state = 'cancelled' THEN NULL ELSE error_code END,
+        finished_at = CASE WHEN state = 'cancelled' THEN NULL ELSE finished_at END,
+        owner = CASE WHEN state = 'cancelled' THEN NULL ELSE owner END,
+        run_after = CASE WHEN state = 'cancelled' THEN now() ELSE run_after END,
+        suspect = CASE WHEN state = 'cancelled' THEN false ELSE suspect END
+      WHERE queue = \(name) AND idempotency_key = \(key)
+        AND (state = 'cancelled' OR (cancel_requested AND state IN ('available', 'running')))
+      """
+    ) { rows in
+      for try await _ in rows {}
+    }
+  }
+
+  /// Arms the failed rows with these keys again: available, with ``Configuration/maxAttempts``
+  /// more attempts (numbered on from the last). A job that tracks a ``RemoteWork`` with one of
+  /// the keys then waits for the new outcome (one tracked before gets the old failure). Returns
+  /// the keys whose rows were failed and are armed now; others (unknown, running, completed)
+  /// are left alone.
+  public func retryFailed(idempotencyKeys keys: [String]) async throws -> [String] {
+    for key in keys { try validate(key: key) }
+    let more = Int32(clamping: max(1, configuration.maxAttempts))
+    return try await retryingWhileUnreachable {
+      try await statement(
+        """
+        UPDATE jobkit_remote_tasks SET generation = generation + 1, state = 'available',
+          max_attempts = attempt + \(more), error_message = NULL, error_code = NULL, finished_at = NULL,
+          owner = NULL, run_after = now(), suspect = false, cancel_requested = false
+        WHERE queue = \(name) AND idempotency_key = ANY(\(keys)) AND state = 'failed'
+        RETURNING idempotency_key
+        """
+      ) { rows in
+        var armed: [String] = []
+        for try await (key) in rows.decode(String.self) { armed.append(key) }
+        return armed
+      }
+    }
+  }
+}

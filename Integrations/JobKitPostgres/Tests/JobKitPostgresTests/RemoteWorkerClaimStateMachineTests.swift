@@ -1,0 +1,83 @@
+import Testing
+
+@testable import JobKitPostgres
+
+/// The worker's claim decisions, fed events, without a database or threads.
+@Suite struct RemoteWorkerClaimStateMachineTests {
+  typealias Machine = RemoteWorkerClaimStateMachine
+
+  @Test func anIdleWorkerClaimsAFullBatchAndMayTakeASuspect() {
+    let machine = Machine(batchSize: 8, maxConcurrent: 16)
+    #expect(machine.next(handlersRunning: 0, rowsHeld: 0) == .claim(limit: 8, mayTakeSuspect: true))
+  }
+
+  @Test func aBusyWorkerNeverTakesASuspect() {
+    let machine = Machine(batchSize: 8, maxConcurrent: 16)
+    #expect(machine.next(handlersRunning: 3, rowsHeld: 3) == .claim(limit: 8, mayTakeSuspect: false))
+  }
+
+  @Test func aSuspectRowRunsAloneUntilItsHandlerEnded() {
+    var machine = Machine(batchSize: 8, maxConcurrent: 16)
+    machine.claimed([(id: 7, suspect: true)], limit: 8)
+    #expect(machine.isolated == 7)
+    // Free slots do not matter: nothing else is claimed while the suspect runs.
+    #expect(machine.next(handlersRunning: 1, rowsHeld: 1) == .wait)
+    machine.handlerEnded(8)
+    #expect(machine.next(handlersRunning: 1, rowsHeld: 1) == .wait)
+    machine.handlerEnded(7)
+    #expect(machine.next(handlersRunning: 0, rowsHeld: 1) == .claim(limit: 8, mayTakeSuspect: true))
+  }
+
+  @Test func aBacklogWaitsForHalfABatchOfFreeSlots() {
+    var machine = Machine(batchSize: 8, maxConcurrent: 8)
+    machine.claimed((1...8).map { (id: Int64($0), suspect: false) }, limit: 8)
+    #expect(machine.backlog)
+    #expect(machine.next(handlersRunning: 8, rowsHeld: 8) == .wait)
+    #expect(machine.next(handlersRunning: 5, rowsHeld: 5) == .wait)
+    #expect(machine.next(handlersRunning: 4, rowsHeld: 4) == .claim(limit: 4, mayTakeSuspect: false))
+  }
+
+  @Test func rowsBeingStoredBoundTheRowsHeld() {
+    let machine = Machine(batchSize: 4, maxConcurrent: 4)
+    // No handler runs, but 8 outcomes wait to be stored: maxConcurrent + batchSize rows held.
+    #expect(machine.next(handlersRunning: 0, rowsHeld: 8) == .wait)
+    #expect(machine.next(handlersRunning: 0, rowsHeld: 6) == .claim(limit: 2, mayTakeSuspect: true))
+  }
+
+  @Test(arguments: [(0, 0), (-3, 5)])
+  func valuesBelowOneCountAsOne(batchSize: Int, maxConcurrent: Int) {
+    let machine = Machine(batchSize: batchSize, maxConcurrent: maxConcurrent)
+    #expect(machine.next(handlersRunning: 0, rowsHeld: 0) == .claim(limit: 1, mayTakeSuspect: true))
+  }
+
+  @Test func aClaimWithoutAnAnswerIsLookedForDuringOneLease() {
+    var machine = Machine(batchSize: 8, maxConcurrent: 8)
+    let start = ContinuousClock.now
+    var looks = machine.looksForLostRows(now: start)
+    #expect(!looks)
+    machine.claimFailed(mayHaveBeenApplied: true, now: start, lease: .seconds(2))
+    looks = machine.looksForLostRows(now: start + .seconds(1))
+    #expect(looks)
+    // Claims go on meanwhile.
+    #expect(machine.next(handlersRunning: 0, rowsHeld: 0) == .claim(limit: 8, mayTakeSuspect: true))
+    looks = machine.looksForLostRows(now: start + .seconds(2))
+    #expect(!looks)
+    looks = machine.looksForLostRows(now: start + .seconds(1))
+    #expect(!looks)
+  }
+
+  @Test func aClaimTheServerRefusedTookNothing() {
+    var machine = Machine(batchSize: 8, maxConcurrent: 8)
+    let start = ContinuousClock.now
+    machine.claimFailed(mayHaveBeenApplied: false, now: start, lease: .seconds(2))
+    let looks = machine.looksForLostRows(now: start)
+    #expect(!looks)
+  }
+
+  @Test func anAdoptedSuspectRunsAlone() {
+    var machine = Machine(batchSize: 8, maxConcurrent: 8)
+    machine.adopted([(id: 3, suspect: false), (id: 4, suspect: true)])
+    #expect(machine.isolated == 4)
+    #expect(machine.next(handlersRunning: 2, rowsHeld: 2) == .wait)
+  }
+}
