@@ -46,6 +46,8 @@ public final class RemoteQueue: Sendable {
   public let configuration: Configuration
   let logger: Logger
   let router: RemoteResultRouter
+  /// The starts of the queue's tasks, sent in batches (see `RemoteQueue+Insert.swift`).
+  let inserts = RemoteInsertBatcher(maxRows: RemoteQueue.insertBatchRows, maxBytes: RemoteQueue.insertBatchBytes)
   private let channels = Locked<(new: String, done: String)?>(nil)
 
   /// A queue named `name` on `client`, with the default ``Configuration``.
@@ -84,36 +86,6 @@ public final class RemoteQueue: Sendable {
     let names = (new: "jk_\(hash)_new", done: "jk_\(hash)_done")
     channels.withLock { $0 = names }
     return names
-  }
-
-  /// Inserts the task's row, or attaches to the row its key already has. Returns the row's id
-  /// and, if that row is final, its outcome.
-  func insert(kind: String, key: String, input: Data) async throws -> (id: Int64, final: RemoteRow?) {
-    let maxAttempts = Int32(clamping: max(1, configuration.maxAttempts))
-    let inserted = try await statement(
-      """
-      INSERT INTO jobkit_remote_tasks (queue, kind, idempotency_key, input, max_attempts)
-      VALUES (\(name), \(kind), \(key), \(input), \(maxAttempts))
-      ON CONFLICT (queue, idempotency_key) DO NOTHING RETURNING id
-      """
-    ) { rows -> Int64? in
-      for try await (id) in rows.decode(Int64.self) { return id }
-      return nil
-    }
-    if let inserted { return (inserted, nil) }
-    let existing = try await statement(
-      """
-      SELECT id, state, output, error_message, attempt FROM jobkit_remote_tasks
-      WHERE queue = \(name) AND idempotency_key = \(key)
-      """
-    ) { rows -> (Int64, RemoteRow)? in
-      for try await row in rows.decode((Int64, String, Data?, String?, Int32).self) {
-        return (row.0, RemoteRow(state: row.1, output: row.2, message: row.3, attempt: Int(row.4)))
-      }
-      return nil
-    }
-    if let (id, outcome) = existing { return (id, outcome.isFinal ? outcome : nil) }
-    throw RemoteQueueError(message: "the row of key '\(key)' vanished while attaching to it")
   }
 
   /// Asks for the cancellation of the task with key `key`: a row nobody runs is cancelled at
