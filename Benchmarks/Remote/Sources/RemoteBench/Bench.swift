@@ -169,11 +169,12 @@ struct Bench: Sendable {
     let cpuSpent = cpu(children, job: false) - cpuBefore
     let seconds = try await drainSeconds(queue: queue)
     for child in children {
-      // A RemoteWorker runs until told to stop; the floor loop ends when the queue is empty.
+      // A RemoteWorker runs until told to stop; the floor loop ends at a line once the queue is empty.
       let status: Int32
       if library {
         status = await child.stop()
       } else {
+        child.send("stop")
         status = await child.exited()
       }
       guard status == 0 else { throw BenchFailure(description: "a worker of \(queue) exited with status \(status)") }

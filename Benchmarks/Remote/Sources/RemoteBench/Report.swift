@@ -21,7 +21,8 @@ enum Report {
         for (index, workers) in counts.enumerated() {
           for libraryFirst in round % 2 == 1 ? [true, false] : [false, true] {
             progress(
-              "round \(round), durability \(name): drain, \(workers) \(libraryFirst ? "RemoteWorker" : "floor") process(es)")
+              "round \(round), durability \(name): drain, \(workers) \(libraryFirst ? "RemoteWorker" : "floor") process(es)"
+            )
             let figures = try await bench.drain(library: libraryFirst, workers: workers, tag: "\(name)-\(round)")
             if libraryFirst { library[mode][index].append(figures) } else { floor[mode][index].append(figures) }
           }
