@@ -5,6 +5,9 @@ struct RemoteNewRow: Sendable {
   let kind: String
   let key: String
   let input: Data
+  /// Until when the start's insert is tried again while the database cannot be reached (its
+  /// start plus the queue's `reconnectTimeout`): a batch is tried until its earliest deadline.
+  var deadline: ContinuousClock.Instant = .now
 }
 
 /// Where a start's insert ended: the id of its key's row and, if that row was final already,

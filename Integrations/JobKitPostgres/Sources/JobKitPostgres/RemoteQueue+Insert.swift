@@ -13,19 +13,24 @@ extension RemoteQueue {
   /// Inserts the task's row, or attaches to the row its key already has, with the starts that
   /// arrive together. Returns the row's id and, if that row is final, its outcome.
   func insert(kind: String, key: String, input: Data) async throws -> (id: Int64, final: RemoteRow?) {
-    let inserted = try await inserts.insert(RemoteNewRow(kind: kind, key: key, input: input)) { rows in
+    let row = RemoteNewRow(
+      kind: kind, key: key, input: input, deadline: ContinuousClock.now + configuration.reconnectTimeout)
+    let inserted = try await inserts.insert(row) { rows in
       try await self.insertBatch(rows)
     }
     return (inserted.id, inserted.final)
   }
 
-  /// Inserts `rows` in one statement, again while the database cannot be reached (for at most
-  /// ``Configuration/reconnectTimeout``), and returns each row's outcome. A batch the server
+  /// Inserts `rows` in one statement, again while the database cannot be reached (until the
+  /// earliest of their deadlines: a start waits at most ``Configuration/reconnectTimeout`` in
+  /// all, its batch's wait included; at least one more second), and returns each row's outcome. A batch the server
   /// refuses is split in halves, each sent again, so that a row the server refuses fails alone.
   /// Throws only `CancellationError`, when the calling task was cancelled first.
   func insertBatch(_ rows: [RemoteNewRow]) async throws -> [Result<RemoteInsertedRow, any Error>] {
     do {
-      let found = try await retryingWhileUnreachable { try await self.insertRows(rows) }
+      let deadline = rows.map(\.deadline).min() ?? .now
+      let limit = max(deadline - ContinuousClock.now, .seconds(1))
+      let found = try await retryingWhileUnreachable(for: limit) { try await self.insertRows(rows) }
       return rows.map { row in
         found[row.key].map { .success($0) }
           ?? .failure(RemoteQueueError(message: "the row of key '\(row.key)' vanished while attaching to it"))
