@@ -141,6 +141,7 @@ struct Bench: Sendable {
   /// the hand-written floor loop. The time is the database's: from the insert to the last
   /// completion.
   func drain(library: Bool, workers: Int, tag: String = "1") async throws -> RunFigures {
+    try await freshTable()
     let queue = "bench-\(runID)-\(library ? "lib" : "floor")-\(workers)-\(tag)"
     let children = try (1...workers).map { index in
       try Child(
@@ -189,6 +190,7 @@ struct Bench: Sendable {
   /// A job tracks every task as a `RemoteWork` at once; `workers` worker processes run them. The
   /// time is the job's `run()`, from its start to its last routed result.
   func endToEnd(workers: Int, tag: String = "1") async throws -> RunFigures {
+    try await freshTable()
     let queue = RemoteQueue(client: client, name: "bench-\(runID)-job-\(workers)-\(tag)")
     let children = try (1...workers).map { try Child(["worker", "--queue", queue.name, "--id", "job-\($0)"]) }
     try await waitForBackends(count: workers, matching: "listen%", containing: md5(queue.name))
@@ -221,6 +223,7 @@ struct Bench: Sendable {
   /// completion; the time from `trackAndQueue` to the completion. The first five are left out
   /// (connections opening).
   func latencies(tag: String = "1") async throws -> [Duration] {
+    try await freshTable()
     let warmUp = 5
     let queue = RemoteQueue(client: client, name: "bench-\(runID)-latency-\(tag)")
     let worker = try Child(["worker", "--queue", queue.name, "--id", "latency"])
@@ -236,6 +239,13 @@ struct Bench: Sendable {
   }
 
   // MARK: - Helpers
+
+  /// Empties the table (the earlier runs' rows) and forces a checkpoint, so that no run pays for
+  /// an earlier one's autovacuum or checkpoint (their CPU time would count as the server's).
+  private func freshTable() async throws {
+    try await client.query("TRUNCATE jobkit_remote_tasks /* remote-bench */", logger: logger)
+    try await client.query("CHECKPOINT /* remote-bench */", logger: logger)
+  }
 
   private func md5(_ text: String) async throws -> String {
     for try await (hash) in try await client.query("SELECT md5(\(text)) /* remote-bench */", logger: logger).decode(
