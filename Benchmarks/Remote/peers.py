@@ -468,12 +468,9 @@ async def main():
         await instance.close()
 
     def rate(runs):
-        return f"{statistics.median(r[0] for r in runs) / 1000:.1f}k"
+        return f"{statistics.median(r[0] for r in runs):.0f}"
 
     def cpu(runs):
-        return f"{statistics.median(r[1] for r in runs):.2f}"
-
-    def drain_cpu(runs):
         return f"{statistics.median(r[1] for r in runs):.2f}"
 
     print(f"{n} no-op tasks per run, {rounds} round(s), medians; worker concurrency {CONCURRENCY}")
@@ -490,7 +487,7 @@ async def main():
             f"| {name}{' (polled)' if PEERS[name].polled else ''} "
             f"| {' / '.join(rate(r['drain'][c]) for c in counts)} "
             f"| {' / '.join(rate(r['e2e'][c]) for c in counts)} "
-            f"| {' / '.join(drain_cpu(r['drain'][c]) for c in counts)} "
+            f"| {' / '.join(cpu(r['drain'][c]) for c in counts)} "
             f"| {' / '.join(cpu(r['e2e'][c]) for c in counts)} "
             f"| {percentile(lat, 0.5):.1f} / {percentile(lat, 0.99):.1f} |"
         )
