@@ -5,6 +5,10 @@
 #     bash Benchmarks/Remote/run.sh                       10,000 tasks, 1/2/4 workers, release
 #     N=500 SAMPLES=50 CONFIG=debug bash Benchmarks/Remote/run.sh
 #                                                         the smoke run: every task completes
+#     REMOTE_BENCH=path/to/remote-bench bash Benchmarks/Remote/run.sh
+#                                                         a binary built before (no build): to
+#                                                         compare two versions on one machine
+# The benchmark's own settings (ROUNDS, DURABILITY, BREAKDOWN, ...) are in Sources/RemoteBench/Bench.swift.
 #
 # The server is restarted once with pg_stat_statements loaded, so that the statements per task
 # are counted exactly. Timings are wall clock on a shared machine: noisy, not a test.
@@ -23,5 +27,8 @@ if [[ -n "${JOBKIT_POSTGRES_PGCTL:-}" && -n "${JOBKIT_POSTGRES_DATA:-}" ]]; then
     -w -t 60 restart >/dev/null
 fi
 
+if [[ -n "${REMOTE_BENCH:-}" ]]; then
+  exec "$REMOTE_BENCH"
+fi
 swift build -c "$config" --product remote-bench
 "$(swift build -c "$config" --show-bin-path)/remote-bench"

@@ -7,13 +7,19 @@ import PostgresNIO
 /// What the benchmark measures, from the environment: `N` tasks per run (default 10,000),
 /// `WORKERS` worker process counts (default "1 2 4"), `SAMPLES` latency samples (default 200),
 /// `ROUNDS` drain rounds (default 1: each round drains with the library and the floor for each
-/// worker count, alternating which goes first), `DRAIN_ONLY=1` (no end-to-end or latency run).
+/// worker count, alternating which goes first), `DRAIN_ONLY=1` (no end-to-end or latency run),
+/// `DURABILITY` the server's settings to measure with, in turn each round (default "on off": `on`
+/// is `fsync`, `synchronous_commit` and `full_page_writes` on, the durability a user runs; `off`
+/// all three off, as the test server starts), `BREAKDOWN=1` (each run's statements on standard
+/// error: calls per task and rows per call).
 struct Settings: Sendable {
   var tasks = 10_000
   var workerCounts = [1, 2, 4]
   var samples = 200
   var rounds = 1
   var drainOnly = false
+  var durabilities = [true, false]
+  var breakdown = false
   /// The claim's batch size, the library's default; the floor uses the same.
   var batch = RemoteWorker.Configuration().batchSize
 
@@ -22,6 +28,13 @@ struct Settings: Sendable {
     if let value = environment["SAMPLES"].flatMap(Int.init), value > 0 { samples = value }
     if let value = environment["ROUNDS"].flatMap(Int.init), value > 0 { rounds = value }
     drainOnly = environment["DRAIN_ONLY"] == "1"
+    breakdown = environment["BREAKDOWN"] == "1"
+    if let list = environment["DURABILITY"] {
+      let modes = list.split(whereSeparator: { $0 == " " || $0 == "," }).compactMap { word -> Bool? in
+        word == "on" ? true : word == "off" ? false : nil
+      }
+      if !modes.isEmpty { durabilities = modes }
+    }
     if let list = environment["WORKERS"] {
       let counts = list.split(whereSeparator: { $0 == " " || $0 == "," }).compactMap { Int($0) }.filter { $0 > 0 }
       if !counts.isEmpty { workerCounts = counts }
@@ -34,6 +47,8 @@ struct RunFigures: Sendable {
   var tasksPerSecond: Double
   /// Statements the database executed per task (see ``StatementCounter``).
   var statementsPerTask: Double
+  /// CPU seconds per 1,000 tasks, by side (the job's is 0 in a drain: there is no job).
+  var cpuPerThousand: CPUSeconds
 }
 
 /// A run that did not do what it should (a task missing or wrong, a worker's bad exit).
@@ -48,20 +63,86 @@ struct Bench: Sendable {
   let logger: Logger
   let settings: Settings
   let counter: StatementCounter
+  /// The server's main process (its CPU time and its children's are the server's), if found.
+  let postmaster: Int32?
   private let runID = String(UUID().uuidString.prefix(8)).lowercased()
 
-  init(client: PostgresClient, logger: Logger, settings: Settings, counter: StatementCounter) {
+  init(client: PostgresClient, logger: Logger, settings: Settings, counter: StatementCounter) async throws {
     self.client = client
     self.logger = logger
     self.settings = settings
     self.counter = counter
+    var backend: Int32?
+    for try await (pid) in try await client.query("SELECT pg_backend_pid() /* remote-bench */", logger: logger)
+      .decode(Int32.self)
+    {
+      backend = pid
+    }
+    self.postmaster = backend.flatMap(CPUMeter.parent(of:))
+  }
+
+  /// Sets the server's durability (`fsync`, `synchronous_commit`, `full_page_writes`) with
+  /// `ALTER SYSTEM` and a reload, and waits until this client's sessions see it.
+  func setDurability(_ on: Bool) async throws {
+    let value = on ? "on" : "off"
+    for setting in ["fsync", "synchronous_commit", "full_page_writes"] {
+      try await client.query(
+        PostgresQuery(unsafeSQL: "ALTER SYSTEM SET \(setting) = \(value) /* remote-bench */"), logger: logger)
+    }
+    try await client.query("SELECT pg_reload_conf() /* remote-bench */", logger: logger)
+    let clock = ContinuousClock()
+    let deadline = clock.now + .seconds(10)
+    while clock.now < deadline {
+      var seen: [String] = []
+      for try await (setting) in try await client.query(
+        "SELECT setting /* remote-bench */ FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit')",
+        logger: logger
+      ).decode(String.self) {
+        seen.append(setting)
+      }
+      if seen == [value, value] { return }
+      try await Task.sleep(for: .milliseconds(20))
+    }
+    throw BenchFailure(description: "the server did not take durability \(value) within 10 s")
+  }
+
+  /// The CPU seconds so far of `workers`, this process (with `job`) and the server.
+  private func cpu(_ workers: [Child], job: Bool) -> CPUSeconds {
+    CPUSeconds(
+      workers: workers.reduce(0) { $0 + CPUMeter.seconds(of: $1.pid) },
+      job: job ? CPUMeter.ownSeconds() : 0,
+      server: postmaster.map(CPUMeter.serverSeconds(postmaster:)) ?? 0)
+  }
+
+  /// The figures of a run of `settings.tasks` tasks.
+  private func figures(
+    seconds: Double, statements: Int, cpu: CPUSeconds, label: String,
+    breakdown: (before: [String: (calls: Int, rows: Int)], after: [String: (calls: Int, rows: Int)])?
+  ) -> RunFigures {
+    let tasks = Double(settings.tasks)
+    if let breakdown {
+      FileHandle.standardError.write(
+        Data(
+          ("remote-bench: \(label): statements\n"
+            + StatementCounter.describe(from: breakdown.before, to: breakdown.after, tasks: settings.tasks) + "\n")
+            .utf8))
+    }
+    return RunFigures(
+      tasksPerSecond: tasks / seconds, statementsPerTask: Double(statements) / tasks,
+      cpuPerThousand: CPUSeconds(
+        workers: cpu.workers * 1000 / tasks, job: cpu.job * 1000 / tasks, server: cpu.server * 1000 / tasks))
+  }
+
+  private func breakdownIfAsked() async throws -> [String: (calls: Int, rows: Int)]? {
+    settings.breakdown ? try await counter.breakdown() : nil
   }
 
   /// Rows inserted at once, then drained by `workers` processes: `RemoteWorker`s (`library`) or
   /// the hand-written floor loop. The time is the database's: from the insert to the last
   /// completion.
-  func drain(library: Bool, workers: Int, round: Int = 1) async throws -> RunFigures {
-    let queue = "bench-\(runID)-\(library ? "lib" : "floor")-\(workers)-\(round)"
+  func drain(library: Bool, workers: Int, tag: String = "1") async throws -> RunFigures {
+    try await freshTable()
+    let queue = "bench-\(runID)-\(library ? "lib" : "floor")-\(workers)-\(tag)"
     let children = try (1...workers).map { index in
       try Child(
         library
@@ -74,6 +155,8 @@ struct Bench: Sendable {
       try await waitForBackends(count: workers, matching: "%floor ready%", containing: queue)
     }
     let before = try await counter.read()
+    let breakdownBefore = try await breakdownIfAsked()
+    let cpuBefore = cpu(children, job: false)
     try await client.query(
       """
       INSERT INTO jobkit_remote_tasks (queue, kind, idempotency_key, input, max_attempts) /* remote-bench */
@@ -84,34 +167,42 @@ struct Bench: Sendable {
       for child in children { child.send("go") }
     }
     try await waitUntilCompleted(queue: queue)
+    let cpuSpent = cpu(children, job: false) - cpuBefore
     let seconds = try await drainSeconds(queue: queue)
     for child in children {
-      // A RemoteWorker runs until told to stop; the floor loop ends when the queue is empty.
+      // A RemoteWorker runs until told to stop; the floor loop ends at a line once the queue is empty.
       let status: Int32
       if library {
         status = await child.stop()
       } else {
+        child.send("stop")
         status = await child.exited()
       }
       guard status == 0 else { throw BenchFailure(description: "a worker of \(queue) exited with status \(status)") }
     }
     let statements = try await counter.read() - before
-    return RunFigures(
-      tasksPerSecond: Double(settings.tasks) / seconds, statementsPerTask: Double(statements) / Double(settings.tasks))
+    let breakdownAfter = try await breakdownIfAsked()
+    return figures(
+      seconds: seconds, statements: statements, cpu: cpuSpent, label: queue,
+      breakdown: breakdownBefore.flatMap { before in breakdownAfter.map { (before, $0) } })
   }
 
   /// A job tracks every task as a `RemoteWork` at once; `workers` worker processes run them. The
   /// time is the job's `run()`, from its start to its last routed result.
-  func endToEnd(workers: Int) async throws -> RunFigures {
-    let queue = RemoteQueue(client: client, name: "bench-\(runID)-job-\(workers)")
+  func endToEnd(workers: Int, tag: String = "1") async throws -> RunFigures {
+    try await freshTable()
+    let queue = RemoteQueue(client: client, name: "bench-\(runID)-job-\(workers)-\(tag)")
     let children = try (1...workers).map { try Child(["worker", "--queue", queue.name, "--id", "job-\($0)"]) }
     try await waitForBackends(count: workers, matching: "listen%", containing: md5(queue.name))
     let before = try await counter.read()
+    let breakdownBefore = try await breakdownIfAsked()
     let job = ManyRemoteTasks(count: settings.tasks, queue: queue, keyPrefix: "k")
+    let cpuBefore = cpu(children, job: true)
     let clock = ContinuousClock()
     let start = clock.now
     try await job.run()
     let elapsed = clock.now - start
+    let cpuSpent = cpu(children, job: true) - cpuBefore
     for child in children {
       let status = await child.stop()
       guard status == 0 else {
@@ -122,17 +213,19 @@ struct Bench: Sendable {
       throw BenchFailure(description: "\(queue.name): \(job.correct) of \(settings.tasks) results came back right")
     }
     let statements = try await counter.read() - before
-    return RunFigures(
-      tasksPerSecond: Double(settings.tasks) / elapsed.seconds,
-      statementsPerTask: Double(statements) / Double(settings.tasks))
+    let breakdownAfter = try await breakdownIfAsked()
+    return figures(
+      seconds: elapsed.seconds, statements: statements, cpu: cpuSpent, label: queue.name,
+      breakdown: breakdownBefore.flatMap { before in breakdownAfter.map { (before, $0) } })
   }
 
   /// One worker on an idle queue; one task at a time, each tracked after the previous one's
   /// completion; the time from `trackAndQueue` to the completion. The first five are left out
   /// (connections opening).
-  func latencies() async throws -> [Duration] {
+  func latencies(tag: String = "1") async throws -> [Duration] {
+    try await freshTable()
     let warmUp = 5
-    let queue = RemoteQueue(client: client, name: "bench-\(runID)-latency")
+    let queue = RemoteQueue(client: client, name: "bench-\(runID)-latency-\(tag)")
     let worker = try Child(["worker", "--queue", queue.name, "--id", "latency"])
     try await waitForBackends(count: 1, matching: "listen%", containing: md5(queue.name))
     let job = SequentialRemoteTasks(count: warmUp + settings.samples, queue: queue, keyPrefix: "k")
@@ -146,6 +239,13 @@ struct Bench: Sendable {
   }
 
   // MARK: - Helpers
+
+  /// Empties the table (the earlier runs' rows) and forces a checkpoint, so that no run pays for
+  /// an earlier one's autovacuum or checkpoint (their CPU time would count as the server's).
+  private func freshTable() async throws {
+    try await client.query("TRUNCATE jobkit_remote_tasks /* remote-bench */", logger: logger)
+    try await client.query("CHECKPOINT /* remote-bench */", logger: logger)
+  }
 
   private func md5(_ text: String) async throws -> String {
     for try await (hash) in try await client.query("SELECT md5(\(text)) /* remote-bench */", logger: logger).decode(

@@ -6,6 +6,8 @@ final class Child: Sendable {
   private let process: Process
   private let input: Pipe
   private let exitStatus: AsyncStream<Int32>
+  /// The child's process id.
+  let pid: Int32
 
   /// Starts `remote-bench ARGUMENTS...`; the environment (JOBKIT_POSTGRES_URL) is inherited.
   init(_ arguments: [String]) throws {
@@ -23,6 +25,7 @@ final class Child: Sendable {
     self.process = process
     self.input = input
     self.exitStatus = stream
+    self.pid = process.processIdentifier
   }
 
   /// This program's own executable.

@@ -11,7 +11,8 @@ import PostgresNIO
 /// the database's share of the work.
 ///
 /// It connects, marks itself ready with a query the benchmark sees in `pg_stat_activity`, and
-/// starts when a line arrives on standard input.
+/// starts when a line arrives on standard input; once a claim finds nothing, it ends at the next
+/// line.
 enum FloorWorker {
   static func run(queue: String, batch: Int, client: PostgresClient, logger: Logger) async throws {
     try await client.query("SELECT 1 /* remote-bench floor ready \(unescaped: queue) */", logger: logger)
@@ -35,7 +36,11 @@ enum FloorWorker {
       for try await row in rows.decode((Int64, String, Data, Int32, String).self) {
         claimed.append((row.0, row.2, row.3))
       }
-      if claimed.isEmpty { return }
+      if claimed.isEmpty {
+        // Ends when told, so that the benchmark reads its CPU time while it runs.
+        await waitForGo()
+        return
+      }
       var ids: [Int64] = []
       var attempts: [Int32] = []
       var outputs: [ByteBuffer] = []

@@ -4,32 +4,38 @@ import Foundation
 enum Report {
   static func measure(_ bench: Bench) async throws -> String {
     let settings = bench.settings
-    // Per worker count, one figure per round; the library and the floor alternate which drains
-    // first, so that a neighbour's load hits both alike.
-    var library: [[RunFigures]] = settings.workerCounts.map { _ in [] }
-    var floor: [[RunFigures]] = settings.workerCounts.map { _ in [] }
+    let counts = settings.workerCounts
+    let modes = settings.durabilities
+    // Per durability and worker count, one figure per round. Within a round every durability and
+    // worker count runs in turn, and the library and the floor alternate which drains first, so
+    // that a neighbour's load hits all alike.
+    func empty<T>() -> [[[T]]] { modes.map { _ in counts.map { _ in [] } } }
+    var library: [[[RunFigures]]] = empty()
+    var floor: [[[RunFigures]]] = empty()
+    var endToEnd: [[[RunFigures]]] = empty()
+    var latencies: [[Duration]] = modes.map { _ in [] }
     for round in 1...settings.rounds {
-      for (index, workers) in settings.workerCounts.enumerated() {
-        for libraryFirst in round % 2 == 1 ? [true, false] : [false, true] {
-          progress("round \(round): drain, \(workers) \(libraryFirst ? "RemoteWorker" : "floor") process(es)")
-          let figures = try await bench.drain(library: libraryFirst, workers: workers, round: round)
-          if libraryFirst { library[index].append(figures) } else { floor[index].append(figures) }
+      for (mode, durable) in modes.enumerated() {
+        let name = durable ? "on" : "off"
+        try await bench.setDurability(durable)
+        for (index, workers) in counts.enumerated() {
+          for libraryFirst in round % 2 == 1 ? [true, false] : [false, true] {
+            progress(
+              "round \(round), durability \(name): drain, \(workers) \(libraryFirst ? "RemoteWorker" : "floor") process(es)"
+            )
+            let figures = try await bench.drain(library: libraryFirst, workers: workers, tag: "\(name)-\(round)")
+            if libraryFirst { library[mode][index].append(figures) } else { floor[mode][index].append(figures) }
+          }
+          if !settings.drainOnly {
+            progress("round \(round), durability \(name): end to end, a job and \(workers) RemoteWorker process(es)")
+            endToEnd[mode][index].append(try await bench.endToEnd(workers: workers, tag: "\(name)-\(round)"))
+          }
+        }
+        if !settings.drainOnly {
+          progress("round \(round), durability \(name): latency, \(settings.samples) tasks one at a time, 1 worker")
+          latencies[mode] += try await bench.latencies(tag: "\(name)-\(round)")
         }
       }
-    }
-    var endToEnd: [RunFigures] = []
-    var latencies: [Duration] = []
-    if !settings.drainOnly {
-      for workers in settings.workerCounts {
-        progress("end to end, a job and \(workers) RemoteWorker process(es)")
-        endToEnd.append(try await bench.endToEnd(workers: workers))
-      }
-      progress("latency, \(settings.samples) tasks one at a time, 1 worker")
-      latencies = try await bench.latencies().sorted()
-    }
-    /// The ratio of each round, and their median.
-    let ratios = zip(library, floor).map { library, floor in
-      zip(library, floor).map { $0.tasksPerSecond / $1.tasksPerSecond }
     }
 
     let countLabel =
@@ -38,34 +44,70 @@ enum Report {
       : "transactions per task (pg_stat_database; an estimate of round trips)"
     var lines: [String] = []
     lines.append(
-      "\(settings.tasks) no-op tasks per run, batch \(settings.batch), \(ProcessInfo.processInfo.activeProcessorCount) cores, "
-        + "\(settings.rounds) round(s) (medians; the ratio row lists each round's ratio)"
-    )
-    lines.append("")
-    lines.append(
-      "| | " + settings.workerCounts.map { "\($0) worker\($0 == 1 ? "" : "s")" }.joined(separator: " | ") + " |")
-    lines.append("|---|" + settings.workerCounts.map { _ in "---:|" }.joined())
-    func row(_ label: String, _ values: [String]) {
-      lines.append("| \(label) | " + values.joined(separator: " | ") + " |")
+      "\(settings.tasks) no-op tasks per run, batch \(settings.batch), "
+        + "\(ProcessInfo.processInfo.activeProcessorCount) cores, \(settings.rounds) round(s) "
+        + "(medians; a ratio row lists each round's ratio)")
+    for (mode, durable) in modes.enumerated() {
+      lines.append("")
+      lines.append(
+        durable
+          ? "Durability on (fsync, synchronous_commit, full_page_writes on: what a user runs):"
+          : "Durability off (fsync, synchronous_commit, full_page_writes off: the test server):")
+      lines.append("")
+      lines.append("| | " + counts.map { "\($0) worker\($0 == 1 ? "" : "s")" }.joined(separator: " | ") + " |")
+      lines.append("|---|" + counts.map { _ in "---:|" }.joined())
+      func row(_ label: String, _ values: [String]) {
+        lines.append("| \(label) | " + values.joined(separator: " | ") + " |")
+      }
+      /// The median of each round's `numerator / denominator`, and the rounds' ratios.
+      func ratios(_ numerator: [[RunFigures]], _ denominator: [[RunFigures]]) -> [String] {
+        zip(numerator, denominator).map { numerator, denominator in
+          let each = zip(numerator, denominator).map { $0.tasksPerSecond / $1.tasksPerSecond }
+          return format(median(each), 2)
+            + (each.count > 1 ? " (" + each.map { format($0, 2) }.joined(separator: ", ") + ")" : "")
+        }
+      }
+      func rate(_ figures: [[RunFigures]]) -> [String] {
+        figures.map { format(median($0.map(\.tasksPerSecond)), 0) }
+      }
+      func statements(_ figures: [[RunFigures]]) -> [String] {
+        figures.map { format(median($0.map(\.statementsPerTask)), 2) }
+      }
+      /// The total's median, and the median of each side (workers, job, server).
+      func cpu(_ figures: [[RunFigures]], job: Bool) -> [String] {
+        figures.map { runs in
+          let parts = runs.map(\.cpuPerThousand)
+          let sides =
+            "w \(format(median(parts.map(\.workers)), 2))"
+            + (job ? " + j \(format(median(parts.map(\.job)), 2))" : "")
+            + " + s \(format(median(parts.map(\.server)), 2))"
+          return "\(format(median(parts.map(\.total)), 2)) (\(sides))"
+        }
+      }
+      row("drain, RemoteWorker (tasks/s)", rate(library[mode]))
+      row("drain, postgres-nio floor loop (tasks/s)", rate(floor[mode]))
+      row("RemoteWorker / floor (target >= 0.8)", ratios(library[mode], floor[mode]))
+      if !settings.drainOnly {
+        row("end to end, job + RemoteWorkers (tasks/s)", rate(endToEnd[mode]))
+        row("end to end / drain (target >= 0.8)", ratios(endToEnd[mode], library[mode]))
+      }
+      row("\(countLabel), drain, RemoteWorker", statements(library[mode]))
+      row("\(countLabel), drain, floor", statements(floor[mode]))
+      if !settings.drainOnly {
+        row("\(countLabel), end to end (job and workers)", statements(endToEnd[mode]))
+      }
+      row("CPU s per 1,000 tasks, drain, RemoteWorker (workers + server)", cpu(library[mode], job: false))
+      row("CPU s per 1,000 tasks, drain, floor (workers + server)", cpu(floor[mode], job: false))
+      if !settings.drainOnly {
+        row("CPU s per 1,000 tasks, end to end (workers + job + server)", cpu(endToEnd[mode], job: true))
+        let sorted = latencies[mode].sorted()
+        lines.append("")
+        lines.append(
+          "Latency, trackAndQueue to completion, idle queue, 1 worker, \(sorted.count) tasks one at a time: "
+            + "p50 \(milliseconds(percentile(sorted, 0.5))) ms, p99 \(milliseconds(percentile(sorted, 0.99))) ms, "
+            + "max \(milliseconds(sorted.last ?? .zero)) ms (goal: p50 <= 5 ms)")
+      }
     }
-    row("drain, RemoteWorker (tasks/s)", library.map { format(median($0.map(\.tasksPerSecond)), 0) })
-    row("drain, postgres-nio floor loop (tasks/s)", floor.map { format(median($0.map(\.tasksPerSecond)), 0) })
-    row(
-      "RemoteWorker / floor (target >= 0.8)",
-      ratios.map { ratios in
-        format(median(ratios), 2)
-          + (ratios.count > 1 ? " (" + ratios.map { format($0, 2) }.joined(separator: ", ") + ")" : "")
-      })
-    row("\(countLabel), drain, RemoteWorker", library.map { format(median($0.map(\.statementsPerTask)), 2) })
-    row("\(countLabel), drain, floor", floor.map { format(median($0.map(\.statementsPerTask)), 2) })
-    guard !settings.drainOnly else { return lines.joined(separator: "\n") }
-    row("end to end, job + RemoteWorkers (tasks/s)", endToEnd.map { format($0.tasksPerSecond, 0) })
-    row("\(countLabel), end to end (job and workers)", endToEnd.map { format($0.statementsPerTask, 2) })
-    lines.append("")
-    lines.append(
-      "Latency, trackAndQueue to completion, idle queue, 1 worker, \(latencies.count) tasks one at a time: "
-        + "p50 \(milliseconds(percentile(latencies, 0.5))) ms, p99 \(milliseconds(percentile(latencies, 0.99))) ms, "
-        + "max \(milliseconds(latencies.last ?? .zero)) ms (goal: p50 <= 5 ms)")
     return lines.joined(separator: "\n")
   }
 

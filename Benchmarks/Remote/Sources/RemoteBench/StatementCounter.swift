@@ -52,3 +52,42 @@ struct StatementCounter: Sendable {
     return 0
   }
 }
+
+extension StatementCounter {
+  /// Calls and rows per statement text so far (`pg_stat_statements` only; empty otherwise).
+  func breakdown() async throws -> [String: (calls: Int, rows: Int)] {
+    guard source == .statements else { return [:] }
+    var result: [String: (calls: Int, rows: Int)] = [:]
+    let rows = try await client.query(
+      """
+      SELECT query, sum(calls)::bigint, sum(rows)::bigint /* remote-bench */ FROM pg_stat_statements
+      WHERE query NOT LIKE '%remote-bench%' GROUP BY query
+      """, logger: logger)
+    for try await (query, calls, count) in rows.decode((String, Int64, Int64).self) {
+      result[query] = (Int(calls), Int(count))
+    }
+    return result
+  }
+
+  /// The statements between two breakdowns, most called first, one line each: calls per task,
+  /// rows per call, and the statement's start.
+  static func describe(
+    from before: [String: (calls: Int, rows: Int)], to after: [String: (calls: Int, rows: Int)], tasks: Int
+  ) -> String {
+    var lines: [(Int, String)] = []
+    for (query, figures) in after {
+      let calls = figures.calls - (before[query]?.calls ?? 0)
+      let rows = figures.rows - (before[query]?.rows ?? 0)
+      guard calls > 0 else { continue }
+      let text = query.split(whereSeparator: \.isWhitespace).joined(separator: " ").prefix(90)
+      lines.append(
+        (
+          calls,
+          String(
+            format: "  %8.4f calls/task %9.1f rows/call  ", Double(calls) / Double(tasks),
+            Double(rows) / Double(calls)) + text
+        ))
+    }
+    return lines.sorted { $0.0 > $1.0 }.map(\.1).joined(separator: "\n")
+  }
+}

@@ -94,7 +94,7 @@ case "":
     do {
       try await RemoteQueue(client: client, name: "bench").migrate()
       let counter = await StatementCounter.make(client: client, logger: logger)
-      let bench = Bench(client: client, logger: logger, settings: settings, counter: counter)
+      let bench = try await Bench(client: client, logger: logger, settings: settings, counter: counter)
       print(try await Report.measure(bench))
     } catch {
       fatal("\(error)")

@@ -39,9 +39,11 @@ extension RemoteQueue {
   /// from the earlier run (its process may still be going) misses the new run. A completed or
   /// failed row is left as it is: the task gets its stored outcome (``retryFailed(idempotencyKeys:)``
   /// arms failed rows again).
-  func rearmForRerun(key: String) async throws {
+  ///
+  /// Returns the rows it armed again or freed of a cancel request, by key (none is final).
+  func rearmForRerun(keys: [String]) async throws -> [String: RemoteInsertedRow] {
     let more = Int32(clamping: max(1, configuration.maxAttempts))
-    try await statement(
+    return try await statement(
       """
       UPDATE jobkit_remote_tasks SET generation = generation + 1, cancel_requested = false,
         state = CASE WHEN state = 'cancelled' THEN 'available' ELSE state END,
@@ -52,11 +54,16 @@ extension RemoteQueue {
         owner = CASE WHEN state = 'cancelled' THEN NULL ELSE owner END,
         run_after = CASE WHEN state = 'cancelled' THEN now() ELSE run_after END,
         suspect = CASE WHEN state = 'cancelled' THEN false ELSE suspect END
-      WHERE queue = \(name) AND idempotency_key = \(key)
+      WHERE queue = \(name) AND idempotency_key = ANY(\(keys))
         AND (state = 'cancelled' OR (cancel_requested AND state IN ('available', 'running')))
+      RETURNING idempotency_key, id, generation
       """
     ) { rows in
-      for try await _ in rows {}
+      var armed: [String: RemoteInsertedRow] = [:]
+      for try await (key, id, generation) in rows.decode((String, Int64, Int32).self) {
+        armed[key] = RemoteInsertedRow(id: id, generation: generation, final: nil)
+      }
+      return armed
     }
   }
 

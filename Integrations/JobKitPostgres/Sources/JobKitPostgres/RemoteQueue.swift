@@ -46,6 +46,8 @@ public final class RemoteQueue: Sendable {
   public let configuration: Configuration
   let logger: Logger
   let router: RemoteResultRouter
+  /// The starts of the queue's tasks, sent in batches (see `RemoteQueue+Insert.swift`).
+  let inserts = RemoteInsertBatcher(maxRows: RemoteQueue.insertBatchRows, maxBytes: RemoteQueue.insertBatchBytes)
   private let channels = Locked<(new: String, done: String)?>(nil)
 
   /// A queue named `name` on `client`, with the default ``Configuration``.
@@ -87,40 +89,6 @@ public final class RemoteQueue: Sendable {
     let names = (new: "jk_\(hash)_new", done: "jk_\(hash)_done")
     channels.withLock { $0 = names }
     return names
-  }
-
-  /// Inserts the task's row, or attaches to the row its key already has (re-armed first if it
-  /// was cancelled, see ``rearmForRerun(key:)``). Returns the row's id, its generation and, if
-  /// that row is final, its outcome.
-  func insert(kind: String, key: String, input: Data) async throws -> (
-    id: Int64, generation: Int32, final: RemoteRow?
-  ) {
-    let maxAttempts = Int32(clamping: max(1, configuration.maxAttempts))
-    let inserted = try await statement(
-      """
-      INSERT INTO jobkit_remote_tasks (queue, kind, idempotency_key, input, max_attempts)
-      VALUES (\(name), \(kind), \(key), \(input), \(maxAttempts))
-      ON CONFLICT (queue, idempotency_key) DO NOTHING RETURNING id, generation
-      """
-    ) { rows -> (Int64, Int32)? in
-      for try await row in rows.decode((Int64, Int32).self) { return row }
-      return nil
-    }
-    if let inserted { return (inserted.0, inserted.1, nil) }
-    try await rearmForRerun(key: key)
-    let existing = try await statement(
-      """
-      SELECT id, state, output, error_message, attempt, error_code, generation FROM jobkit_remote_tasks
-      WHERE queue = \(name) AND idempotency_key = \(key)
-      """
-    ) { rows -> (Int64, Int32, RemoteRow)? in
-      for try await row in rows.decode((Int64, String, Data?, String?, Int32, String?, Int32).self) {
-        return (row.0, row.6, RemoteRow(state: row.1, output: row.2, message: row.3, attempt: Int(row.4), code: row.5))
-      }
-      return nil
-    }
-    if let (id, generation, outcome) = existing { return (id, generation, outcome.isFinal ? outcome : nil) }
-    throw RemoteQueueError(.taskVanished, message: "the row of key '\(key)' vanished while attaching to it")
   }
 
   /// Asks for the cancellation of the task with key `key` as of `generation` (a re-run that
