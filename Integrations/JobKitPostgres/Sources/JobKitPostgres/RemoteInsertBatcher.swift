@@ -48,7 +48,7 @@ final class RemoteInsertBatcher: Sendable {
     let continuation: CheckedContinuation<Turn, Never>
   }
 
-  private struct State {
+  private struct State: Sendable {
     var machine: RemoteInsertStateMachine<Pending>
     var lastID: UInt64 = 0
   }
@@ -103,7 +103,8 @@ final class RemoteInsertBatcher: Sendable {
       for (index, pending) in batch.enumerated() {
         let outcome =
           index < outcomes.count
-          ? outcomes[index] : .failure(RemoteQueueError(message: "the insert returned no outcome for a row"))
+          ? outcomes[index]
+          : .failure(RemoteQueueError(.taskVanished, message: "the insert returned no outcome for a row"))
         if pending.id == sender {
           own = outcome
         } else {

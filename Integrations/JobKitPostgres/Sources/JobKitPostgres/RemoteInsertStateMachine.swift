@@ -6,7 +6,7 @@
 /// ``Limits/rows`` rows and ``Limits/bytes`` bytes of input (a larger row goes alone). A waiting
 /// start that is cancelled leaves the queue. A value type: each transition returns what to do,
 /// and its caller does it outside its lock.
-struct RemoteInsertStateMachine<Start> {
+struct RemoteInsertStateMachine<Start: Sendable>: Sendable {
   /// How large a batch may grow.
   struct Limits: Equatable {
     /// The most rows in one statement.

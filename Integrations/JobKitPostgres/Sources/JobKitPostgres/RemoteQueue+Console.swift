@@ -188,31 +188,20 @@ extension RemoteQueue {
     return try await snapshots(rows).first
   }
 
-  /// Puts a failed or cancelled task of this queue back to `available`, due now, with one more
-  /// run allowed if it had used all of its attempts. Its stored error, output and cancel request
-  /// are cleared; its attempt count stays (the fence of stale workers). Returns whether a row
+  /// Puts a failed or cancelled task of this queue back to `available`, due now, with
+  /// ``Configuration/maxAttempts`` more attempts, through the statement
+  /// ``retryFailed(idempotencyKeys:)`` uses. Its stored error, output and cancel request are
+  /// cleared; its attempt count stays (the fence of stale workers). Returns whether a row
   /// changed (`false`: no such row in this queue, or not failed nor cancelled).
   public func retryTask(id: Int64) async throws -> Bool {
-    try await statement(
-      """
-      UPDATE jobkit_remote_tasks SET state = 'available', max_attempts = greatest(max_attempts, attempt + 1),
-        owner = NULL, lease_expires_at = NULL, run_after = now(), cancel_requested = false,
-        output = NULL, error_message = NULL, finished_at = NULL
-      WHERE id = \(id) AND queue = \(name) AND state IN ('failed', 'cancelled')
-      RETURNING id
-      """
-    ) { rows in
-      var changed = false
-      for try await _ in rows { changed = true }
-      return changed
-    }
+    try await !armAgain(ids: [id], keys: [], states: ["failed", "cancelled"]).isEmpty
   }
 
   /// Cancels the task with key `key` as a job's cancel does (the same statement): a row nobody
   /// runs is cancelled at once; a running one is marked, and its worker cancels the handler at
   /// its next heartbeat. A final row is left as it is.
   public func cancelTask(idempotencyKey key: String) async throws {
-    try await requestCancel(key: key)
+    try await requestCancel(key: key, generation: nil)
   }
 
   private static let snapshotColumns = """

@@ -74,21 +74,32 @@ extension RemoteQueue {
   /// are left alone.
   public func retryFailed(idempotencyKeys keys: [String]) async throws -> [String] {
     for key in keys { try validate(key: key) }
-    let more = Int32(clamping: max(1, configuration.maxAttempts))
     return try await retryingWhileUnreachable {
-      try await statement(
-        """
-        UPDATE jobkit_remote_tasks SET generation = generation + 1, state = 'available',
-          max_attempts = attempt + \(more), error_message = NULL, error_code = NULL, finished_at = NULL,
-          owner = NULL, run_after = now(), suspect = false, cancel_requested = false
-        WHERE queue = \(name) AND idempotency_key = ANY(\(keys)) AND state = 'failed'
-        RETURNING idempotency_key
-        """
-      ) { rows in
-        var armed: [String] = []
-        for try await (key) in rows.decode(String.self) { armed.append(key) }
-        return armed
-      }
+      try await armAgain(ids: [], keys: keys, states: ["failed"]).map(\.key)
+    }
+  }
+
+  /// The one statement that arms final rows again (``retryFailed(idempotencyKeys:)``, the
+  /// console's ``retryTask(id:)``): the rows of this queue with one of `ids` or `keys` whose
+  /// state is one of `states` become available now, with ``Configuration/maxAttempts`` more
+  /// attempts numbered on from the last, their stored outcome and cancel request cleared, and a
+  /// new generation (a cancel meant for the earlier run misses this one). Returns the rows armed.
+  func armAgain(ids: [Int64], keys: [String], states: [String]) async throws -> [(id: Int64, key: String)] {
+    let more = Int32(clamping: max(1, configuration.maxAttempts))
+    return try await statement(
+      """
+      UPDATE jobkit_remote_tasks SET generation = generation + 1, state = 'available',
+        max_attempts = attempt + \(more), output = NULL, error_message = NULL, error_code = NULL,
+        finished_at = NULL, owner = NULL, lease_expires_at = NULL, run_after = now(), suspect = false,
+        cancel_requested = false
+      WHERE queue = \(name) AND (id = ANY(\(ids)) OR idempotency_key = ANY(\(keys)))
+        AND state = ANY(\(states))
+      RETURNING id, idempotency_key
+      """
+    ) { rows in
+      var armed: [(id: Int64, key: String)] = []
+      for try await (id, key) in rows.decode((Int64, String).self) { armed.append((id, key)) }
+      return armed
     }
   }
 }
