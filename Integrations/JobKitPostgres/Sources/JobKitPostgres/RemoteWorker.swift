@@ -182,17 +182,22 @@ public final class RemoteWorker: Service, Sendable {
     guard first else { throw RemoteQueueError(.workerAlreadyRan, message: "RemoteWorker \(id) runs once") }
     try configuration.validate()
     job.startJob()
-    let listener = Task { await listenForWork() }
+    // The heartbeats and the completer outlive a cancel of this task: they keep the leases
+    // and store the outcomes through the shutdown's grace period, whose statements a cancelled
+    // task could not send. They end below, before `run()` returns.
     let heartbeat = Task { await heartbeatLoop(owner: owner) }
     let completer = Task { await completeLoop(owner: owner) }
-    await withGracefulShutdownHandler {
-      await claimLoop(owner: owner)
-    } onGracefulShutdown: {
-      self.state.withLock { $0.stopping = true }
-      self.wake.signal()
+    await withTaskGroup(of: Void.self) { group in
+      group.addTask { await self.listenForWork() }
+      await withGracefulShutdownHandler {
+        await claimLoop(owner: owner)
+      } onGracefulShutdown: {
+        self.state.withLock { $0.stopping = true }
+        self.wake.signal()
+      }
+      state.withLock { $0.stopping = true }
+      group.cancelAll()
     }
-    state.withLock { $0.stopping = true }
-    listener.cancel()
     // Shutdown, in a task of its own: the caller's may be cancelled, which refuses queries.
     await Task.detached { await self.shutDown(owner: owner) }.value
     state.withLock { $0.completerStopping = true }
