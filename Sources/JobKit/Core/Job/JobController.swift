@@ -149,7 +149,10 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// Tracks `task`, which the caller adds to a queue (or starts) itself.
   ///
   /// Safe from any thread; usually called from `main()` or a callback, which keeps the job alive
-  /// until the task is routed. Routing uses ``taskFinished(_:)``.
+  /// until the task is routed. Routing uses ``taskFinished(_:)``. Tracked before the job
+  /// started, the task keeps the job alive until it finished (it may run at any time): a job
+  /// dropped unstarted is freed once such tasks finished, and with the tasks waiting for its
+  /// start (a group's, for example) at once.
   public func track(_ task: Operation) {
     track(task, node: TaskNode(job: self, task: task), queue: nil)
   }
