@@ -284,8 +284,8 @@ final class WorkNode<Output: Sendable>: TaskNode, @unchecked Sendable {
 
   @usableFromInline
   init(
-    job: JobController, work: Work<Output>, completion: @escaping @Sendable (Result<Output, any Error>) -> Void,
-    deliver: @escaping Delivery
+    job: __shared JobController, work: Work<Output>,
+    completion: @escaping @Sendable (Result<Output, any Error>) -> Void, deliver: @escaping Delivery
   ) {
     self.completion = completion
     self.deliver = deliver

@@ -54,7 +54,7 @@ class TaskNode: OperationFinishObserver, OperationStartObserver, @unchecked Send
 
   /// A node for `task`, made with no lock held; the job's `track` transition gives it its
   /// group (`group` is for nodes that never go through it: the state machines' tests).
-  init(job: JobController, task: Operation, group: TaskTypeEntry? = nil) {
+  init(job: __shared JobController, task: Operation, group: TaskTypeEntry? = nil) {
     self.job = job
     self.task = task
     self.operation = task
@@ -93,7 +93,7 @@ final class TaskNodeWithCompletion<Task: Operation>: TaskNode, @unchecked Sendab
   let completion: @Sendable (Task) -> Void
 
   @usableFromInline
-  init(job: JobController, task: Task, completion: @escaping @Sendable (Task) -> Void) {
+  init(job: __shared JobController, task: Task, completion: @escaping @Sendable (Task) -> Void) {
     self.completion = completion
     super.init(job: job, task: task)
   }
