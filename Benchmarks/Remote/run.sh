@@ -8,17 +8,24 @@
 #     REMOTE_BENCH=path/to/remote-bench bash Benchmarks/Remote/run.sh
 #                                                         a binary built before (no build): to
 #                                                         compare two versions on one machine
+#     SCRATCH=DIR ...                                     build in DIR (CI shares JobKitPostgres's
+#                                                         build folder: postgres-nio built once)
 # The benchmark's own settings (ROUNDS, DURABILITY, BREAKDOWN, ...) are in Sources/RemoteBench/Bench.swift.
 #
 # The server is restarted once with pg_stat_statements loaded, so that the statements per task
 # are counted exactly. Timings are wall clock on a shared machine: noisy, not a test.
 set -euo pipefail
 script=$(realpath "$0")
+build=(swift build -c "${CONFIG:-release}" --product remote-bench)
+if [[ -n "${SCRATCH:-}" ]]; then
+  SCRATCH=$(realpath "$SCRATCH")
+  export SCRATCH
+  build+=(--scratch-path "$SCRATCH")
+fi
 cd "$(dirname "$script")"
 if [[ -z "${JOBKIT_POSTGRES_URL:-}" ]]; then
   exec bash ../../Integrations/JobKitPostgres/scripts/with-postgres bash "$script" "$@"
 fi
-config=${CONFIG:-release}
 
 if [[ -n "${JOBKIT_POSTGRES_PGCTL:-}" && -n "${JOBKIT_POSTGRES_DATA:-}" ]]; then
   psql "$JOBKIT_POSTGRES_URL" -qc "ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'"
@@ -30,5 +37,5 @@ fi
 if [[ -n "${REMOTE_BENCH:-}" ]]; then
   exec "$REMOTE_BENCH"
 fi
-swift build -c "$config" --product remote-bench
-"$(swift build -c "$config" --show-bin-path)/remote-bench"
+"${build[@]}"
+"$("${build[@]}" --show-bin-path)/remote-bench"

@@ -28,9 +28,12 @@ fi
 "$browser" --version
 
 package=Integrations/JobKitConsole
-swift build --package-path "$package" --product jobkit-console >/dev/null
-swift build --package-path "$package" --product jobkit-console-seed >/dev/null
-bin="$(swift build --package-path "$package" --show-bin-path)"
+# SCRATCH: the build folder to use (CI shares JobKitPostgres's); the package's own by default.
+build=(swift build --package-path "$package")
+if [[ -n "${SCRATCH:-}" ]]; then build+=(--scratch-path "$SCRATCH"); fi
+"${build[@]}" --product jobkit-console >/dev/null
+"${build[@]}" --product jobkit-console-seed >/dev/null
+bin="$("${build[@]}" --show-bin-path)"
 artifacts=.build-console-artifacts
 mkdir -p "$artifacts"
 work="$(mktemp -d)"
