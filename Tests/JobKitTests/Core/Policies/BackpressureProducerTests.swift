@@ -151,7 +151,7 @@ struct BackpressureProducerTests {
   @Test func tryTrackAndQueueResultOfRefusesAtTheBoundAndDeliversTheResult() async throws {
     let hold = Latch()
     let results = Locked<[Int]>([])
-    let job = OpenJobForResults()
+    let job = OpenJob()
     job.setMaxConcurrentTasks(1, forGroup: Work<Int>.self)
     job.setMaxQueuedTasks(1, forGroup: Work<Int>.self)
     job.startJob()
@@ -173,19 +173,5 @@ struct BackpressureProducerTests {
     try await job.run()
     #expect(results.value.sorted() == [0, 1])
     #expect(!refused.isExecuting && !refused.isFinished)
-  }
-}
-
-/// A job kept open by a gate task until the test opens `release`.
-private final class OpenJobForResults: JobController, @unchecked Sendable {
-  // @unchecked Sendable: immutable after init.
-  let started = Latch()
-  let release = Latch()
-  override func main() {
-    trackAndQueue(
-      BlockTask(async: { [started, release] in
-        started.open()
-        _ = await release.waitOpen(timeout: 600)
-      }))
   }
 }

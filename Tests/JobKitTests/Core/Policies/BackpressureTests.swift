@@ -36,7 +36,7 @@ private final class CountedLifeTask: ConcurrentOperation, @unchecked Sendable {
 /// producers outside add to it. The gate waits as long as the suite may run: a producer of
 /// 100,000 tasks beside every other suite takes over 20 s on 2 cores, and a gate that gave up
 /// first would finish the job under the producer (a hang fails by the suite's time limit).
-private final class OpenJob: JobController, @unchecked Sendable {
+final class OpenJob: JobController, @unchecked Sendable {
   // @unchecked Sendable: immutable after init.
   let started = Latch()
   let release = Latch()
