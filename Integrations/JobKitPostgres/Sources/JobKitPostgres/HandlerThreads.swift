@@ -29,7 +29,9 @@ final class HandlerThreads: @unchecked Sendable {
   func run(_ job: @escaping () -> Void) {
     condition.lock()
     jobs.append(job)
-    let start = idle == 0 && threads < maxThreads
+    // A thread signalled but not yet awake still counts as idle: start one more whenever the
+    // jobs waiting outnumber the idle threads, or a second job waits behind a blocking first.
+    let start = jobs.count - first > idle && threads < maxThreads
     if start { threads += 1 }
     condition.signal()
     condition.unlock()

@@ -65,8 +65,15 @@ extension RemoteQueue {
       if !row.isNew { attached.append(row.key) }
     }
     if !attached.isEmpty {
-      for (key, armed) in try await rearmForRerun(keys: attached) {
-        found[key] = armed
+      let armed = try await rearmForRerun(keys: attached)
+      for key in attached {
+        if let row = armed[key] {
+          found[key] = row
+        } else if found[key]?.final?.state == "cancelled" {
+          // Seen cancelled by this statement's snapshot, but another start re-armed it first:
+          // read it again (below) rather than report a cancel that no longer holds.
+          found[key] = nil
+        }
       }
     }
     let missing = Array(Set(rows.map(\.key)).subtracting(found.keys))

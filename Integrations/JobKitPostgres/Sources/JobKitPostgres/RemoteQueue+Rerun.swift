@@ -36,7 +36,9 @@ extension RemoteQueue {
   /// cancelled row is armed again (available, with ``Configuration/maxAttempts`` more attempts;
   /// attempt numbers go on from the last run's), and a cancel request that a running or
   /// available row still carries is withdrawn. Both bump the row's generation, so that a cancel
-  /// from the earlier run (its process may still be going) misses the new run. A completed or
+  /// from the earlier run (its process may still be going) misses the new run; a running row
+  /// freed of its cancel request gets ``Configuration/maxAttempts`` more attempts, as its worker
+  /// may have cancelled the handler already (that try then ends as a retry). A completed or
   /// failed row is left as it is: the task gets its stored outcome (``retryFailed(idempotencyKeys:)``
   /// arms failed rows again).
   ///
@@ -47,11 +49,13 @@ extension RemoteQueue {
       """
       UPDATE jobkit_remote_tasks SET generation = generation + 1, cancel_requested = false,
         state = CASE WHEN state = 'cancelled' THEN 'available' ELSE state END,
-        max_attempts = CASE WHEN state = 'cancelled' THEN attempt + \(more) ELSE max_attempts END,
+        max_attempts = CASE WHEN state = 'cancelled' THEN attempt + \(more)
+          ELSE greatest(max_attempts, attempt + \(more)) END,
         error_message = CASE WHEN state = 'cancelled' THEN NULL ELSE error_message END,
         error_code = CASE WHEN state = 'cancelled' THEN NULL ELSE error_code END,
         finished_at = CASE WHEN state = 'cancelled' THEN NULL ELSE finished_at END,
         owner = CASE WHEN state = 'cancelled' THEN NULL ELSE owner END,
+        lease_expires_at = CASE WHEN state = 'cancelled' THEN NULL ELSE lease_expires_at END,
         run_after = CASE WHEN state = 'cancelled' THEN now() ELSE run_after END,
         suspect = CASE WHEN state = 'cancelled' THEN false ELSE suspect END
       WHERE queue = \(name) AND idempotency_key = ANY(\(keys))
