@@ -3,8 +3,8 @@ import JobKit
 import Logging
 import PostgresNIO
 
-/// The worker's loops: claim (with the rescue of expired leases), listen, heartbeat, prune,
-/// shutdown.
+/// The worker's loops: claim (with the rescue of expired leases), listen, heartbeat, shutdown.
+/// The prune loop is in `RemoteWorker+Prune.swift`.
 extension RemoteWorker {
   /// A claimed row.
   struct ClaimedRow: Sendable {
@@ -239,31 +239,6 @@ extension RemoteWorker {
       wake.signal()
     } onNotification: { _ in
       wake.signal()
-    }
-  }
-
-  /// Prunes the queue's finished rows at start and every ``Configuration/pruneInterval`` until
-  /// the calling task is cancelled. Nothing to do when the retention keeps every state for ever.
-  /// A failed pass is logged (at info once per outage) and tried again at the next interval.
-  func pruneLoop() async {
-    guard !queue.configuration.retention.periods.isEmpty else { return }
-    var failing = false
-    while !Task.isCancelled {
-      do {
-        try await queue.prune()
-        failing = false
-      } catch {
-        if Task.isCancelled { return }
-        logger.log(
-          level: failing ? .debug : .info, "pruning finished rows failed; trying again at the next interval",
-          metadata: ["worker": "\(id)", "error": "\(String(reflecting: error))"])
-        failing = true
-      }
-      do {
-        try await Task.sleep(for: configuration.pruneInterval)
-      } catch {
-        return
-      }
     }
   }
 
