@@ -59,7 +59,11 @@ extension RemoteQueue {
       maxAttempts: Int32(clamping: max(1, configuration.maxAttempts)))
     var found: [String: RemoteInsertedRow] = [:]
     var attached: [String] = []
-    for row in try await prepared(insert) {
+    let returned = try await prepared(insert)
+    // A row this statement inserted is the key's row, even if the statement's snapshot still
+    // shows an earlier finished row of the key that a prune deleted meanwhile.
+    let insertedKeys = Set(returned.filter(\.isNew).map(\.key))
+    for row in returned where row.isNew || !insertedKeys.contains(row.key) {
       found[row.key] = RemoteInsertedRow(
         id: row.id, generation: row.generation, final: row.row.isFinal ? row.row : nil)
       if !row.isNew { attached.append(row.key) }

@@ -33,8 +33,13 @@ public final class RemoteQueue: Sendable {
     /// lease.
     public var statementTimeout: Duration = .seconds(10)
 
+    /// How long finished rows stay in the table, per final state (see ``Retention``): by
+    /// default completed rows 1 day, failed and cancelled rows 7 days. A key whose row was
+    /// deleted runs again when a job is re-run with it.
+    public var retention = Retention()
+
     /// The defaults: 5 attempts, a poll every second, 60 s of reconnect attempts, 10 s per
-    /// statement.
+    /// statement, the default ``Retention``.
     public init() {}
   }
 

@@ -34,8 +34,10 @@ public struct RemoteQueueError: Error, Hashable, Sendable, CustomStringConvertib
     /// character, or longer than ``RemoteQueue/maxKeyBytes`` bytes of UTF-8.
     public static let invalidKey = Code(name: "invalidKey")
     /// A ``RemoteWorker/Configuration`` value out of range (a batch or a concurrency below 1, a
-    /// lease, heartbeat or poll interval that is not positive, a negative grace period):
-    /// ``RemoteWorker/run()`` throws it before it claims anything.
+    /// lease, heartbeat, poll or prune interval that is not positive, a negative grace period),
+    /// or a ``RemoteQueue/Retention`` out of range (a period that is not positive, a batch
+    /// below 1): ``RemoteWorker/run()`` throws it before it claims anything, and
+    /// ``RemoteQueue/prune()`` before it deletes anything.
     public static let invalidConfiguration = Code(name: "invalidConfiguration")
     /// A task's row was deleted while its task waited for it (or while attaching to it).
     public static let taskVanished = Code(name: "taskVanished")

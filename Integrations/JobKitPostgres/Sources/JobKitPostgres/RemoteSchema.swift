@@ -78,6 +78,17 @@ enum RemoteSchema {
         """,
       ]
     ),
+    (
+      3,
+      [
+        // Retention: a prune finds a queue's due rows of one final state, oldest first, without
+        // reading the rows that are not final (RemoteQueue+Retention.swift).
+        """
+        CREATE INDEX jobkit_remote_tasks_finished ON jobkit_remote_tasks (queue, state, finished_at)
+          WHERE state IN ('completed', 'failed', 'cancelled')
+        """
+      ]
+    ),
   ]
 
   /// The newest version this library knows.

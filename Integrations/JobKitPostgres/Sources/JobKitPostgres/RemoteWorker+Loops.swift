@@ -4,6 +4,7 @@ import Logging
 import PostgresNIO
 
 /// The worker's loops: claim (with the rescue of expired leases), listen, heartbeat, shutdown.
+/// The prune loop is in `RemoteWorker+Prune.swift`.
 extension RemoteWorker {
   /// A claimed row.
   struct ClaimedRow: Sendable {

@@ -45,7 +45,9 @@ import ServiceLifecycle
 ///   handlers finish for ``Configuration/gracePeriod``, then hands the rest back (available
 ///   again, the attempt not counted; cancelled if their job asked for a cancel meanwhile) and
 ///   cancels their handlers.
-/// - **Settings** out of range make ``run()`` throw ``RemoteQueueError/Code/invalidConfiguration``.
+/// - **Prune**: every ``Configuration/pruneInterval`` the queue's finished rows past their
+///   retention are deleted (``RemoteQueue/prune()``; one worker of the queue at a time).
+/// - **Settings** out of range (the queue's ``RemoteQueue/Retention`` included) make ``run()`` throw ``RemoteQueueError/Code/invalidConfiguration``.
 ///
 /// Register every kind before ``run()``; a worker runs once.
 public final class RemoteWorker: Service, Sendable {
@@ -72,8 +74,14 @@ public final class RemoteWorker: Service, Sendable {
     public var retryMultiplier: Double = 2
     /// The longest retry wait.
     public var retryMaxDelay: Duration = .seconds(300)
+    /// How often the worker prunes its queue's finished rows (``RemoteQueue/prune()``, as the
+    /// queue's ``RemoteQueue/Configuration/retention`` says): once when it starts, then at
+    /// this interval. Every worker of a queue may prune; one at a time does (the others' passes
+    /// end at once). 60 s by default.
+    public var pruneInterval: Duration = .seconds(60)
 
-    /// The defaults: 30 s leases, 10 s heartbeats, batches of 16, 16 handlers, 30 s of grace.
+    /// The defaults: 30 s leases, 10 s heartbeats, batches of 16, 16 handlers, 30 s of grace,
+    /// a prune every minute.
     public init() {}
 
     /// Throws ``RemoteQueueError/Code/invalidConfiguration`` naming each value out of range.
@@ -85,6 +93,7 @@ public final class RemoteWorker: Service, Sendable {
       if heartbeatInterval <= .zero { problems.append("heartbeatInterval \(heartbeatInterval) is not positive") }
       if pollInterval <= .zero { problems.append("pollInterval \(pollInterval) is not positive") }
       if gracePeriod < .zero { problems.append("gracePeriod \(gracePeriod) is negative") }
+      if pruneInterval <= .zero { problems.append("pruneInterval \(pruneInterval) is not positive") }
       guard problems.isEmpty else {
         throw RemoteQueueError(
           .invalidConfiguration, message: "RemoteWorker.Configuration: " + problems.joined(separator: "; "))
@@ -181,6 +190,7 @@ public final class RemoteWorker: Service, Sendable {
     }
     guard first else { throw RemoteQueueError(.workerAlreadyRan, message: "RemoteWorker \(id) runs once") }
     try configuration.validate()
+    try queue.configuration.retention.validate()
     job.startJob()
     // The heartbeats and the completer outlive a cancel of this task: they keep the leases
     // and store the outcomes through the shutdown's grace period, whose statements a cancelled
@@ -189,6 +199,7 @@ public final class RemoteWorker: Service, Sendable {
     let completer = Task { await completeLoop(owner: owner) }
     await withTaskGroup(of: Void.self) { group in
       group.addTask { await self.listenForWork() }
+      group.addTask { await self.pruneLoop() }
       await withGracefulShutdownHandler {
         await claimLoop(owner: owner)
       } onGracefulShutdown: {

@@ -85,6 +85,7 @@ import Testing
     ("leaseDuration", { $0.leaseDuration = .zero }),
     ("pollInterval", { $0.pollInterval = .seconds(-1) }),
     ("gracePeriod", { $0.gracePeriod = .seconds(-1) }),
+    ("pruneInterval", { $0.pruneInterval = .zero }),
   ]
 
   @Test(arguments: invalidConfigurations)
@@ -98,6 +99,30 @@ import Testing
     let error = await #expect(throws: RemoteQueueError.self) { try await worker.run() }
     #expect(error?.code == .invalidConfiguration)
     #expect(error?.message.contains(name) == true)
+  }
+
+  static let invalidRetentions: [(String, @Sendable (inout RemoteQueue.Retention) -> Void)] = [
+    ("completed", { $0.completed = .zero }),
+    ("failed", { $0.failed = .seconds(-1) }),
+    ("cancelled", { $0.cancelled = .zero }),
+    ("batchSize", { $0.batchSize = 0 }),
+  ]
+
+  @Test(arguments: invalidRetentions)
+  func aRetentionOutOfRangeIsRefusedByPruneAndByTheWorker(
+    name: String, change: @Sendable (inout RemoteQueue.Retention) -> Void
+  ) async throws {
+    var configuration = RemoteQueue.Configuration()
+    change(&configuration.retention)
+    let client = PostgresClient(configuration: try .init(url: "postgres://nobody@127.0.0.1:1/none"))
+    let queue = RemoteQueue(
+      client: client, name: "offline", configuration: configuration, logger: Logger(label: "test"))
+    let pruneError = await #expect(throws: RemoteQueueError.self) { try await queue.prune() }
+    #expect(pruneError?.code == .invalidConfiguration)
+    #expect(pruneError?.message.contains(name) == true)
+    let worker = RemoteWorker(queue: queue, id: "w", configuration: .init(), logger: Logger(label: "test"))
+    let runError = await #expect(throws: RemoteQueueError.self) { try await worker.run() }
+    #expect(runError?.code == .invalidConfiguration)
   }
 
   @Test func aWorkerRunsOnce() async throws {
