@@ -100,4 +100,26 @@ struct JobReleaseTests {
     task.finish()
     #expect(await tracker.survivors() == [])
   }
+
+  /// A group cancelled before its start lets its waiting tasks go: it starts `inner`, which waits
+  /// for the task it queued. The group, dropped then, stays alive until `inner` finished (its
+  /// finish is recorded by the group, through a node that does not hold it), and is freed after.
+  @Test func aGroupCancelledBeforeItsStartLivesUntilTheTasksItLetGoFinished() async throws {
+    let tracker = ReleaseTracker()
+    let slow = ManualTask("slow", finishesOnCancel: false)
+    let inner = ScriptedJob { _ in }
+    inner.trackAndQueue(slow)
+    #expect(await slow.startedLatch.waitOpen())
+    do {
+      let group = ConcurrentGroup([inner])
+      tracker.watch(group, "group")
+      // Starts `inner` cancelled, on this thread: it waits for `slow`.
+      group.cancel()
+    }
+    #expect(await tracker.survivors(waitingUpTo: .milliseconds(50)) == ["group"])
+    slow.finish()
+    #expect(await inner.finishedSoon())
+    #expect(inner.isCancelled)
+    #expect(await tracker.survivors() == [])
+  }
 }
