@@ -168,6 +168,9 @@ extension JobState {
   /// `node`, tracked for admission and observed now, enters the admission line. Returns its
   /// exit if it leaves at once.
   mutating func enterAdmission(_ node: TaskNode, queue: OperationQueue) -> AdmissionExit? {
+    // This job claimed the task's queueing (`track` lets only that job's node enter): a job freed
+    // before it let the task go gives the claim back (`TaskNode.detach(from:)`).
+    node.claimedQueue = true
     guard node.state.isWaitingForAdmission else { return nil }
     let stopping = phase.isStopping
     guard admission.enter(node, stopping: stopping) else { return nil }
