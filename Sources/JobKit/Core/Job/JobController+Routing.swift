@@ -65,9 +65,9 @@ extension JobController {
     jobState.withLock { state in read(state) }
   }
 
-  /// The door for the job's `deinit`: its unrouted nodes let go of their tasks (returned, to be
-  /// released after the lock).
-  func abandonJobState() -> [Operation] {
+  /// The door for the job's `deinit`: its unrouted nodes let go of their tasks (returned with
+  /// their nodes, to be detached and released after the lock).
+  func abandonJobState() -> [(node: TaskNode, task: Operation)] {
     jobState.withLock { $0.abandon() }
   }
 

@@ -98,7 +98,12 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   deinit {
     // A job freed before it finished (never started) still tracks tasks waiting for its start.
     let abandoned = abandonJobState()
-    _ = abandoned  // released after the lock: a task's `deinit` is user code
+    // After the lock: no observer of a task keeps the freed job (a task the user keeps may be
+    // tracked by another job, or finish later). Released after that: a task's `deinit` is user
+    // code.
+    for (node, task) in abandoned {
+      node.detach(from: task)
+    }
   }
 
   // MARK: - Starting

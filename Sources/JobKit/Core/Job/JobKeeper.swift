@@ -21,8 +21,10 @@ struct JobKeeper {
     }
   }
 
-  /// `node`'s task, tracked before the start, may run now: it holds the job until it finished.
+  /// `node`'s task, tracked before the start, may run now: it holds the job until it finished
+  /// (once: a node that holds the job already changes nothing).
   mutating func hold(for node: TaskNode) {
+    guard !node.holdsJob else { return }
     node.holdsJob = true
     tasks += 1
     if job == nil {

@@ -180,17 +180,18 @@ struct JobState {
   }
 
   /// The job is freed before it finished (it never started): each unrouted node lets go of its
-  /// task, which holds the node as its finish observer. Returns the tasks, to release after the
-  /// lock (a task's `deinit` is user code).
-  mutating func abandon() -> [Operation] {
-    var tasks: [Operation] = []
+  /// task, which holds the node as its finish observer. Returns the nodes with their tasks: after
+  /// the lock, the caller detaches each node from its task (`TaskNode.detach(from:)`), so that no
+  /// observer with the freed job stays behind, then releases them (a task's `deinit` is user code).
+  mutating func abandon() -> [(node: TaskNode, task: Operation)] {
+    var abandoned: [(node: TaskNode, task: Operation)] = []
     for node in registry.nodes {
       if let task = exchange(&node.task, with: nil) {
-        tasks.append(task)
+        abandoned.append((node, task))
       }
     }
     registry.removeAll()
-    return tasks
+    return abandoned
   }
 
   /// A tracked `ConcurrentOperation` started (only observed while events are listened to);

@@ -51,6 +51,9 @@ class TaskNode: OperationFinishObserver, OperationStartObserver, @unchecked Send
   /// Whether the task, tracked before the job started, holds the job alive until it finished
   /// (`JobKeeper`). Only touched under the job's lock.
   var holdsJob = false
+  /// The job claimed the task's queueing for its admission line (set under its lock): a job
+  /// freed before it let the task go gives the claim back (`detach(from:)`).
+  var claimedQueue = false
 
   /// A node for `task`, made with no lock held; the job's `track` transition gives it its
   /// group (`group` is for nodes that never go through it: the state machines' tests).
@@ -83,6 +86,17 @@ class TaskNode: OperationFinishObserver, OperationStartObserver, @unchecked Send
 
   func operationDidStart(_ operation: ConcurrentOperation) {
     job.taskDidStart(self)
+  }
+
+  /// The job is freed unfinished (its `deinit`, after its lock; `task`: this node's, abandoned):
+  /// the node stops observing `task`, so no observer with the freed job stays behind (a finish
+  /// would call it, a later job compare against it), and gives back its job's unused claim.
+  func detach(from task: Operation) {
+    if let operation = task as? ConcurrentOperation {
+      operation.detach(self, releasingClaim: claimedQueue)
+    } else {
+      CompletionBlockHook.detach(self, from: task, releasingClaim: claimedQueue)
+    }
   }
 }
 

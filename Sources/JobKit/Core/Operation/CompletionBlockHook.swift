@@ -241,6 +241,34 @@ enum CompletionBlockHook {
     return .installed(hook, claimed: true)
   }
 
+  /// A job freed before it finished lets go of `operation` (alive: the caller holds it): `node`
+  /// leaves its hook, and, if `releasingClaim`, the queueing its job claimed is given back. A hook
+  /// left with no observer is marked `fired`: a later registration for the operation (or one at
+  /// its address once it is freed) replaces it instead of joining observers of a freed job, and
+  /// the wrapper, if Foundation runs it, only puts the operation's own block back and runs it.
+  static func detach(_ node: TaskNode, from operation: Operation, releasingClaim: Bool) {
+    let key = OperationKey(operation)
+    stripe(for: key).withLock { stripe in
+      // Joined first (under this lock, as any joiner): the finish then reads the observers
+      // under this lock too, and none is taken while they change.
+      guard let hook = stripe.hooks[key], hook.join() != .fired else { return }
+      let empty = hook.withFields { fields -> Bool in
+        if fields.first === node {
+          fields.first = nil
+        } else {
+          fields.others.removeAll { $0 === node }
+        }
+        if releasingClaim {
+          fields.queueClaimed = false
+        }
+        return fields.first == nil && fields.others.isEmpty
+      }
+      if empty {
+        _ = hook.fire()
+      }
+    }
+  }
+
   /// For the installer: if `operation` finished while its block was being wrapped (or before,
   /// see ``Observation/finished(_:)``), Foundation
   /// took either block, its own or the wrapper (which runs the own block once), and may be

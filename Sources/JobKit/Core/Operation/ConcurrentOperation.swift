@@ -341,6 +341,13 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
     state.withLock { $0.removeObserver(observer) }
   }
 
+  /// A job freed before it finished lets go of the operation: `node` no longer observes its start
+  /// or finish and, if `releasingClaim`, the queueing its job claimed is given back (unless the
+  /// operation started: someone else queued it).
+  func detach(_ node: TaskNode, releasingClaim: Bool) {
+    state.withLock { $0.detach(node, releasingClaim: releasingClaim) }
+  }
+
   /// Records a misuse on this operation and passes it to ``JobKitDiagnostics``.
   func reportMisuse(_ code: JobKitError.Code, _ message: String) {
     let error = JobKitError(code, message: message)

@@ -330,6 +330,16 @@ struct OperationState {
     }
   }
 
+  /// See ``ConcurrentOperation/detach(_:releasingClaim:)``. Nothing is freed here: the detaching
+  /// job's `deinit` still holds `observer`.
+  mutating func detach(_ observer: any OperationFinishObserver & OperationStartObserver, releasingClaim: Bool) {
+    removeObserver(observer)
+    startObservers.removeAll { $0 === observer }
+    if releasingClaim, phase.isIdle {
+      queueClaimed = false
+    }
+  }
+
   /// Claims the right to add the operation to a queue for a caller that does not track it (a
   /// job's `startJob`/`run()`, or `run()`/`runAndWait()` on a task). Returns `false` when a job
   /// or an earlier call already claimed it, or the operation already started.

@@ -168,6 +168,9 @@ extension JobState {
   /// `node`, tracked for admission and observed now, enters the admission line. Returns its
   /// exit if it leaves at once.
   mutating func enterAdmission(_ node: TaskNode, queue: OperationQueue) -> AdmissionExit? {
+    // This job claimed the task's queueing (`track` lets only that job's node enter): a job freed
+    // before it let the task go gives the claim back (`TaskNode.detach(from:)`).
+    node.claimedQueue = true
     guard node.state.isWaitingForAdmission else { return nil }
     let stopping = phase.isStopping
     guard admission.enter(node, stopping: stopping) else { return nil }
@@ -227,8 +230,9 @@ extension JobState {
   mutating func releaseAdmissionForStop() -> [Admission] {
     guard admission.isActive else { return [] }
     var admitted: [Admission] = []
-    for (node, queue) in admission.releaseAll() where admitOrWait(node, queue: queue) {
-      if let task = node.task { admitted.append((task, queue)) }
+    for (node, queue) in admission.releaseAll() {
+      holdIfIdle(node)
+      if admitOrWait(node, queue: queue), let task = node.task { admitted.append((task, queue)) }
     }
     return admitted
   }
@@ -246,8 +250,11 @@ extension JobState {
     return exits
   }
 
-  private func exit(_ node: TaskNode, _ queue: OperationQueue, cancelsFirst: Bool = false) -> AdmissionExit? {
+  private mutating func exit(_ node: TaskNode, _ queue: OperationQueue, cancelsFirst: Bool = false)
+    -> AdmissionExit?
+  {
     guard let task = node.task else { return nil }
+    holdIfIdle(node)
     let group: TaskTypeEntry = node.group
     let ready = !suspension.isSuspended && group.limit == nil && group.rate == nil
     let observesEvents = !listeners.isEmpty && node.timing == nil
@@ -258,6 +265,17 @@ extension JobState {
     return AdmissionExit(
       node: node, task: task, queue: queue, ready: ready, shared: admission.shared, observesEvents: observesEvents,
       cancelsFirst: cancelsFirst)
+  }
+}
+
+extension JobState {
+  /// `node` leaves the admission line before the job started (a stop, or an admission opened
+  /// from outside): its task may now run and finish without the job's doing, so it holds the
+  /// job until it finished (`JobKeeper`), as a task tracked for its caller to queue does.
+  fileprivate mutating func holdIfIdle(_ node: TaskNode) {
+    if phase.isIdle {
+      keeper.hold(for: node)
+    }
   }
 }
 

@@ -100,4 +100,86 @@ struct JobReleaseTests {
     task.finish()
     #expect(await tracker.survivors() == [])
   }
+
+  /// A group cancelled before its start lets its waiting tasks go: it starts `inner`, which waits
+  /// for the task it queued. The group, dropped then, stays alive until `inner` finished (its
+  /// finish is recorded by the group, through a node that does not hold it), and is freed after.
+  @Test func aGroupCancelledBeforeItsStartLivesUntilTheTasksItLetGoFinished() async throws {
+    let tracker = ReleaseTracker()
+    let slow = ManualTask("slow", finishesOnCancel: false)
+    let inner = ScriptedJob { _ in }
+    inner.trackAndQueue(slow)
+    #expect(await slow.startedLatch.waitOpen())
+    do {
+      let group = ConcurrentGroup([inner])
+      tracker.watch(group, "group")
+      // Starts `inner` cancelled, on this thread: it waits for `slow`.
+      group.cancel()
+    }
+    #expect(await tracker.survivors(waitingUpTo: .milliseconds(50)) == ["group"])
+    slow.finish()
+    #expect(await inner.finishedSoon())
+    #expect(inner.isCancelled)
+    #expect(await tracker.survivors() == [])
+  }
+
+  /// A plain operation in a group dropped before its start is freed with it; its finish hook must
+  /// not stay behind for a new operation at the same address, which a new job tracks: that job's
+  /// operations are observed (their blocks wrapped) and it finishes. Looped for address reuse.
+  @Test func aPlainTaskOfADroppedGroupLeavesNoHookBehind() async throws {
+    for round in 0..<300 {
+      do {
+        let group = ConcurrentGroup([BlockOperation {}, BlockOperation {}])
+        _ = group
+      }
+      let job = ScriptedJob { job in
+        for _ in 0..<4 {
+          job.trackAndQueue(BlockOperation {})
+        }
+      }
+      job.startJob()
+      let finished = await job.finishedSoon(within: 10)
+      #expect(finished, "round \(round)")
+      guard finished else { return }
+      #expect(job.log.all.filter { $0 == "taskFinished" }.count == 4)
+    }
+  }
+
+  /// A `ConcurrentOperation` the user keeps after its group was dropped before its start is
+  /// given to a new job: the dropped group's node no longer observes it nor holds its queueing,
+  /// so the new job queues it and routes its finish.
+  @Test func aTaskKeptFromADroppedGroupRunsInANewJob() async throws {
+    for _ in 0..<50 {
+      let tracker = ReleaseTracker()
+      let task = InstantTask("kept")
+      do {
+        let group = ConcurrentGroup([task])
+        tracker.watch(group, "group")
+      }
+      #expect(await tracker.survivors() == [])
+      let job = ScriptedJob { $0.trackAndQueue(task) }
+      job.startJob()
+      let finished = await job.finishedSoon(within: 10)
+      #expect(finished)
+      guard finished else { return }
+      #expect(task.isFinished)
+      #expect(job.log.all == ["taskFinished", "group", "all"])
+      #expect(task.misuses.isEmpty)
+    }
+  }
+
+  /// The same with a plain operation: the new job wraps its block (the dropped group's hook is
+  /// stale) and may queue it.
+  @Test func aPlainTaskKeptFromADroppedGroupRunsInANewJob() async throws {
+    let ran = Latch()
+    let task = BlockOperation { ran.open() }
+    do {
+      _ = ConcurrentGroup([task])
+    }
+    let job = ScriptedJob { $0.trackAndQueue(task) }
+    job.startJob()
+    #expect(await job.finishedSoon(within: 10))
+    #expect(await ran.waitOpen(timeout: 1))
+    #expect(job.log.all == ["taskFinished", "group", "all"])
+  }
 }
