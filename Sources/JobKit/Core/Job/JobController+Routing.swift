@@ -86,8 +86,6 @@ extension JobController {
         scheduleRefill(of: group)
       case .wake(let waiter, let room):
         waiter.resume(returning: room)
-      case .release:
-        break  // with `effects`, after this
       }
     }
   }

@@ -317,22 +317,23 @@ final class Deliveries {
 
 /// What admission transitions leave to do after the lock, besides queueing the admitted tasks,
 /// in the order they left it: refill timers of rate-limited groups to schedule, producers
-/// waiting for room to resume. Empty, and free, unless those are used; one array, so that the
-/// job's door (`JobController.withJobState`) asks whether there is any with one field test.
+/// waiting for room to resume, and the job's reference to itself that it gave up. Empty, and
+/// free, unless those are used: the job's door (`JobController.withJobState`) asks whether there
+/// is any with two field tests, and a job that lets go of itself allocates nothing for it.
 struct AdmissionEffects {
   enum Effect {
     /// Schedule the group's next refill on the job's clock.
     case refill(TaskTypeEntry)
     /// Resume a producer waiting for room: `true`, look again; `false`, the job finished.
     case wake(CheckedContinuation<Bool, Never>, room: Bool)
-    /// Drop the job's reference to itself (`JobKeeper`): released after the lock, with the
-    /// effects, so the job's `deinit` never runs under it.
-    case release(JobController)
   }
 
   private(set) var effects: [Effect] = []
+  /// The job's reference to itself (`JobKeeper`) that it gave up: released with these effects,
+  /// after the lock and after they ran, so the job's `deinit` never runs under the lock.
+  private var releasedJob: JobController?
 
-  var isEmpty: Bool { effects.isEmpty }
+  var isEmpty: Bool { effects.isEmpty && releasedJob == nil }
 
   mutating func refill(_ group: TaskTypeEntry) {
     effects.append(.refill(group))
@@ -344,7 +345,7 @@ struct AdmissionEffects {
 
   mutating func release(_ job: JobController?) {
     if let job {
-      effects.append(.release(job))
+      releasedJob = job
     }
   }
 }
