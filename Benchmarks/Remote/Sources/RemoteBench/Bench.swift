@@ -191,7 +191,8 @@ struct Bench: Sendable {
   /// time is the job's `run()`, from its start to its last routed result.
   func endToEnd(workers: Int, tag: String = "1") async throws -> RunFigures {
     try await freshTable()
-    let queue = RemoteQueue(client: client, name: "bench-\(runID)-job-\(workers)-\(tag)")
+    let queue = RemoteQueue(
+      client: client, name: "bench-\(runID)-job-\(workers)-\(tag)", configuration: .init(), logger: logger)
     let children = try (1...workers).map { try Child(["worker", "--queue", queue.name, "--id", "job-\($0)"]) }
     try await waitForBackends(count: workers, matching: "listen%", containing: md5(queue.name))
     let before = try await counter.read()
@@ -200,7 +201,7 @@ struct Bench: Sendable {
     let cpuBefore = cpu(children, job: true)
     let clock = ContinuousClock()
     let start = clock.now
-    try await job.run()
+    try await whileRouting(queue) { try await job.run() }
     let elapsed = clock.now - start
     let cpuSpent = cpu(children, job: true) - cpuBefore
     for child in children {
@@ -225,11 +226,12 @@ struct Bench: Sendable {
   func latencies(tag: String = "1") async throws -> [Duration] {
     try await freshTable()
     let warmUp = 5
-    let queue = RemoteQueue(client: client, name: "bench-\(runID)-latency-\(tag)")
+    let queue = RemoteQueue(
+      client: client, name: "bench-\(runID)-latency-\(tag)", configuration: .init(), logger: logger)
     let worker = try Child(["worker", "--queue", queue.name, "--id", "latency"])
     try await waitForBackends(count: 1, matching: "listen%", containing: md5(queue.name))
     let job = SequentialRemoteTasks(count: warmUp + settings.samples, queue: queue, keyPrefix: "k")
-    try await job.run()
+    try await whileRouting(queue) { try await job.run() }
     let status = await worker.stop()
     guard status == 0 else { throw BenchFailure(description: "the latency worker exited with status \(status)") }
     guard job.wrong == 0, job.latencies.count == warmUp + settings.samples else {
@@ -239,6 +241,21 @@ struct Bench: Sendable {
   }
 
   // MARK: - Helpers
+
+  /// Runs `body` while `queue` routes results to the waiting tasks (its `run()`, as a job's
+  /// process runs it in its service group).
+  private func whileRouting(_ queue: RemoteQueue, _ body: @Sendable () async throws -> Void) async throws {
+    try await withThrowingTaskGroup(of: Void.self) { group in
+      group.addTask { try await queue.run() }
+      do {
+        try await body()
+      } catch {
+        group.cancelAll()
+        throw error
+      }
+      group.cancelAll()
+    }
+  }
 
   /// Empties the table (the earlier runs' rows) and forces a checkpoint, so that no run pays for
   /// an earlier one's autovacuum or checkpoint (their CPU time would count as the server's).

@@ -60,8 +60,8 @@ let client = PostgresClient(configuration: configuration, backgroundLogger: clie
 switch mode {
 case "worker":
   guard let queueName = argument("--queue"), let id = argument("--id") else { fatal("worker needs --queue and --id") }
-  let queue = RemoteQueue(client: client, name: queueName)
-  let worker = RemoteWorker(queue: queue, id: id)
+  let queue = RemoteQueue(client: client, name: queueName, configuration: .init(), logger: logger)
+  let worker = RemoteWorker(queue: queue, id: id, configuration: .init(), logger: logger)
   worker.register(NoOp.self) { input, _ in input }
   let group = ServiceGroup(
     configuration: .init(
@@ -92,7 +92,7 @@ case "":
   await withTaskGroup(of: Void.self) { group in
     group.addTask { await client.run() }
     do {
-      try await RemoteQueue(client: client, name: "bench").migrate()
+      try await RemoteQueue(client: client, name: "bench", configuration: .init(), logger: logger).migrate()
       let counter = await StatementCounter.make(client: client, logger: logger)
       let bench = try await Bench(client: client, logger: logger, settings: settings, counter: counter)
       print(try await Report.measure(bench))

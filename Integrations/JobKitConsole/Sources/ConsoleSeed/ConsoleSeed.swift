@@ -52,8 +52,9 @@ struct ConsoleSeed {
       group.addTask { await client.run() }
       defer { group.cancelAll() }
       var configuration = RemoteQueue.Configuration()
-      configuration.maxAttempts = 1
-      let demo = RemoteQueue(client: client, name: "console-demo", configuration: configuration)
+      configuration.retryPolicy = RetryPolicy(maxAttempts: 1)
+      let demo = RemoteQueue(
+        client: client, name: "console-demo", configuration: configuration, logger: Logger(label: "console-seed"))
       try await demo.migrate()
       switch command {
       case "seed":
@@ -84,7 +85,8 @@ struct ConsoleSeed {
     }
     // Tasks nobody serves: inserted, then left available when the process exits (a cancelled
     // wait would cancel them).
-    let backlog = RemoteQueue(client: client, name: "console-backlog")
+    let backlog = RemoteQueue(
+      client: client, name: "console-backlog", configuration: .init(), logger: Logger(label: "console-seed"))
     let works = (1...3).map { RemoteWork<Report>("report \($0)", queue: backlog, idempotencyKey: "report-\($0)") }
     await withTaskGroup(of: Void.self) { group in
       for work in works {
@@ -102,7 +104,8 @@ struct ConsoleSeed {
   static func withWorker(_ queue: RemoteQueue, _ body: @Sendable () async throws -> Void) async throws {
     var configuration = RemoteWorker.Configuration()
     configuration.pollInterval = .milliseconds(250)
-    let worker = RemoteWorker(queue: queue, id: "console-seed", configuration: configuration)
+    let worker = RemoteWorker(
+      queue: queue, id: "console-seed", configuration: configuration, logger: Logger(label: "console-seed"))
     worker.register(ResizeImage.self) { input, _ in "resized \(input)" }
     worker.register(SendEmail.self) { input, context in
       if context.attempt == 1 { throw MarkupError() }
@@ -110,6 +113,7 @@ struct ConsoleSeed {
     }
     try await withThrowingTaskGroup(of: Void.self) { group in
       group.addTask { try await worker.run() }
+      group.addTask { try await queue.run() }
       defer { group.cancelAll() }
       try await body()
     }

@@ -56,7 +56,7 @@ extension RemoteQueue {
   private func insertRows(_ rows: [RemoteNewRow]) async throws -> [String: RemoteInsertedRow] {
     let insert = InsertRowsStatement(
       queue: name, kinds: rows.map(\.kind), keys: rows.map(\.key), inputs: rows.map(\.input),
-      maxAttempts: Int32(clamping: max(1, configuration.maxAttempts)))
+      maxAttempts: Int32(clamping: max(1, configuration.retryPolicy.maxAttempts)))
     var found: [String: RemoteInsertedRow] = [:]
     var attached: [String] = []
     let returned = try await prepared(insert)

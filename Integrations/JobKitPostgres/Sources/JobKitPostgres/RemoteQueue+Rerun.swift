@@ -44,7 +44,7 @@ extension RemoteQueue {
   ///
   /// Returns the rows it armed again or freed of a cancel request, by key (none is final).
   func rearmForRerun(keys: [String]) async throws -> [String: RemoteInsertedRow] {
-    let more = Int32(clamping: max(1, configuration.maxAttempts))
+    let more = Int32(clamping: max(1, configuration.retryPolicy.maxAttempts))
     return try await statement(
       """
       UPDATE jobkit_remote_tasks SET generation = generation + 1, cancel_requested = false,
@@ -89,7 +89,7 @@ extension RemoteQueue {
   /// attempts numbered on from the last, their stored outcome and cancel request cleared, and a
   /// new generation (a cancel meant for the earlier run misses this one). Returns the rows armed.
   func armAgain(ids: [Int64], keys: [String], states: [String]) async throws -> [(id: Int64, key: String)] {
-    let more = Int32(clamping: max(1, configuration.maxAttempts))
+    let more = Int32(clamping: max(1, configuration.retryPolicy.maxAttempts))
     return try await statement(
       """
       UPDATE jobkit_remote_tasks SET generation = generation + 1, state = 'available',

@@ -1,6 +1,8 @@
 import Foundation
+import JobKit
 import Logging
 import PostgresNIO
+import ServiceLifecycle
 
 /// A named queue of remote tasks in a PostgreSQL database, reached through a `PostgresClient`.
 ///
@@ -9,13 +11,23 @@ import PostgresNIO
 /// ``migrate()`` once at start-up, from any number of processes.
 ///
 /// The client's `run()` must be running (in a task or a `ServiceGroup`) while the queue is used.
-/// One `RemoteQueue` per name per process is enough: it keeps one `LISTEN` connection while jobs
-/// wait for results, and polls every ``Configuration/pollInterval`` as a fallback.
-public final class RemoteQueue: Sendable {
+/// A job's process runs the queue's ``run()`` in its `ServiceGroup` too (a `Service`): it keeps
+/// one `LISTEN` connection that hands finished rows to the waiting jobs, and polls every
+/// ``Configuration/pollInterval`` as a fallback. One `RemoteQueue` per name per process is enough.
+public final class RemoteQueue: Service, Sendable {
   /// How the queue's tasks are inserted and awaited.
   public struct Configuration: Sendable {
-    /// The most runs of a task, the first included; stored in each row at insertion. At least 1.
-    public var maxAttempts: Int = 5
+    /// The most runs of a task, the first included (`maxAttempts`, at least 1), stored in each
+    /// row at insertion. The waits between them and which errors are retried are the workers'
+    /// (``RemoteWorker/Configuration/retryPolicy``). 5 attempts by default.
+    public var retryPolicy = RetryPolicy(maxAttempts: 5)
+
+    /// The most runs of a task (``retryPolicy``'s `maxAttempts`).
+    @available(*, deprecated, renamed: "retryPolicy.maxAttempts")
+    public var maxAttempts: Int {
+      get { retryPolicy.maxAttempts }
+      set { retryPolicy = retryPolicy.with(maxAttempts: newValue) }
+    }
     /// How often a waiting job looks at its rows when no notification came (a notification can
     /// be lost while the `LISTEN` connection reconnects).
     public var pollInterval: Duration = .seconds(1)
@@ -55,22 +67,44 @@ public final class RemoteQueue: Sendable {
   let inserts = RemoteInsertBatcher(maxRows: RemoteQueue.insertBatchRows, maxBytes: RemoteQueue.insertBatchBytes)
   private let channels = Locked<(new: String, done: String)?>(nil)
 
-  /// A queue named `name` on `client`, with the default ``Configuration``.
+  /// A queue named `name` on `client`, with the default ``Configuration``; its logs go to a
+  /// logger labelled "JobKitPostgres.RemoteQueue".
+  @available(*, deprecated, message: "pass the logger: init(client:name:configuration:logger:)")
   public convenience init(client: PostgresClient, name: String) {
-    self.init(client: client, name: name, configuration: Configuration())
+    self.init(
+      client: client, name: name, configuration: Configuration(), logger: Logger(label: "JobKitPostgres.RemoteQueue"))
+  }
+
+  /// A queue named `name` on `client`; its logs go to a logger labelled
+  /// "JobKitPostgres.RemoteQueue".
+  @available(*, deprecated, message: "pass the logger: init(client:name:configuration:logger:)")
+  public convenience init(client: PostgresClient, name: String, configuration: Configuration) {
+    self.init(
+      client: client, name: name, configuration: configuration, logger: Logger(label: "JobKitPostgres.RemoteQueue"))
   }
 
   /// A queue named `name` on `client`. `logger` receives the queue's reconnects and errors
   /// (never a password).
-  public init(
-    client: PostgresClient, name: String, configuration: Configuration,
-    logger: Logger = Logger(label: "JobKitPostgres.RemoteQueue")
-  ) {
+  public init(client: PostgresClient, name: String, configuration: Configuration, logger: Logger) {
     self.client = client
     self.name = name
     self.configuration = configuration
     self.logger = logger
-    self.router = RemoteResultRouter(logger: logger)
+    self.router = RemoteResultRouter(
+      logger: logger, pollInterval: configuration.pollInterval, reconnectTimeout: configuration.reconnectTimeout)
+  }
+
+  /// Routes the results of the queue's tasks to the jobs that wait for them, until a graceful
+  /// shutdown or the cancel of the calling task: one `LISTEN` connection on the queue's "done"
+  /// channel, a look-up of the waited rows when notified and every ``Configuration/pollInterval``,
+  /// and the cancels of the rows of cancelled jobs. Run it in the job process's `ServiceGroup`,
+  /// next to the client. While it does not run, each waiting task looks its row up itself every
+  /// poll interval (slower, one statement per task and interval), and a cancelled job's rows are
+  /// marked cancelled only while another task of the queue waits.
+  public func run() async throws {
+    await cancelWhenGracefulShutdown {
+      await self.router.drive(self)
+    }
   }
 
   /// Creates or upgrades the schema (versioned; idempotent). Safe from several processes at

@@ -4,194 +4,224 @@ import PostgresNIO
 
 /// Hands each waiting ``RemoteWork`` its row once the row is final.
 ///
-/// While anyone waits, one driver task runs: it keeps one `LISTEN` connection on the queue's
-/// "done" channel (reconnecting with backoff when it drops) and looks up the final rows among the
-/// waited ids whenever a notification names one, when a waiter registers, after each
-/// (re)connection and every poll interval (notifications sent while the connection was down are
-/// lost). It ends one poll interval after the last waiter left, so that consecutive waits share
-/// one `LISTEN`. While the database cannot be reached, look-ups are retried with backoff; after
-/// the queue's `reconnectTimeout` without a successful one, every waiter fails with
-/// ``RemoteQueueError``. Waiters are resumed outside the lock.
+/// While the queue's ``RemoteQueue/run()`` runs, its driver keeps one `LISTEN` connection on
+/// the queue's "done" channel and looks up the waited rows as
+/// `RemoteResultRouterStateMachine` decides (notified ids, a full look-up every poll interval
+/// and after each reconnection, backoff while the database cannot be reached, every waiter
+/// failed with ``RemoteQueueError/Code/databaseUnreachable`` after the queue's
+/// `reconnectTimeout`). Without a running driver, each waiting task looks its row up itself
+/// every poll interval. Waiters are resumed outside the lock.
 final class RemoteResultRouter: Sendable {
-  private typealias Waiter = (token: UInt64, continuation: CheckedContinuation<RemoteRow, any Error>)
-
-  private struct State {
-    var waiters: [Int64: [Waiter]] = [:]
-    var nextToken: UInt64 = 0
-    /// Ids to look up at the next pass (notified or just registered).
-    var toCheck: Set<Int64> = []
-    /// Every waited id is looked up at the next pass.
-    var checkAll = false
-    var driverRunning = false
-    /// When the last waiter left (the driver lingers a poll interval).
-    var idleSince: ContinuousClock.Instant?
+  /// How a waiter's wait ends: its row, or "look it up yourself" (the driver stopped).
+  enum Wake: Sendable {
+    case row(RemoteRow)
+    case poll
   }
 
-  /// What the driver does next.
-  private enum Pass {
-    case lookUp([Int64])
-    case stop
-  }
+  typealias Waiter = CheckedContinuation<Wake, any Error>
 
-  private let state = Locked(State())
-  private let wake = WakeSignal()
+  private let machine: Locked<RemoteResultRouterStateMachine<Waiter>>
+  private let nextToken = Locked<UInt64>(0)
+  /// Wakes the running driver (one per run: a wait cancelled at the driver's stop ends its stream).
+  private let driverWake = Locked<WakeSignal?>(nil)
+  /// Cancels of rows whose job's task was cancelled, for the driver (or a polling waiter) to send.
+  private let cancels = Locked<[(key: String, generation: Int32?)]>([])
   private let logger: Logger
 
-  init(logger: Logger) {
+  init(logger: Logger, pollInterval: Duration, reconnectTimeout: Duration) {
     self.logger = logger
+    self.machine = Locked(.init(pollInterval: pollInterval, reconnectTimeout: reconnectTimeout))
   }
 
   /// Suspends until row `id` is final and returns it. Cancelling the calling task throws
   /// `CancellationError` at once.
   func wait(for id: Int64, queue: RemoteQueue) async throws -> RemoteRow {
-    let token = state.withLock { state -> UInt64 in
-      state.nextToken += 1
-      return state.nextToken
+    let token = nextToken.withLock { token -> UInt64 in
+      token += 1
+      return token
     }
-    return try await withTaskCancellationHandler {
-      try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<RemoteRow, any Error>) in
-        let startDriver = state.withLock { state -> Bool in
-          state.waiters[id, default: []].append((token, continuation))
-          state.toCheck.insert(id)
-          guard !state.driverRunning else { return false }
-          state.driverRunning = true
-          return true
+    let wake = try await withTaskCancellationHandler {
+      try await withCheckedThrowingContinuation { (continuation: Waiter) in
+        let driven = machine.withLock { $0.register(id: id, token: token, waiter: continuation) }
+        guard driven else {
+          _ = machine.withLock { $0.remove(id: id, token: token) }
+          continuation.resume(returning: .poll)
+          return
         }
-        if startDriver {
-          Task { await self.drive(queue) }
-        }
-        wake.signal()
+        signalDriver()
         if Task.isCancelled { cancelWaiter(id: id, token: token) }
       }
     } onCancel: {
       cancelWaiter(id: id, token: token)
     }
+    switch wake {
+    case .row(let row): return row
+    case .poll: return try await poll(id, queue: queue)
+    }
+  }
+
+  /// Asks for the row of `key` to be cancelled, from a task that is not cancelled: the driver's,
+  /// or the next waiter that polls.
+  func requestCancel(key: String, generation: Int32?) {
+    cancels.withLock { $0.append((key, generation)) }
+    signalDriver()
+  }
+
+  private func signalDriver() {
+    driverWake.withLock { $0 }?.signal()
   }
 
   private func cancelWaiter(id: Int64, token: UInt64) {
-    let waiter = state.withLock { state -> Waiter? in
-      guard var list = state.waiters[id], let index = list.firstIndex(where: { $0.token == token }) else { return nil }
-      let waiter = list.remove(at: index)
-      state.waiters[id] = list.isEmpty ? nil : list
-      return waiter
-    }
-    waiter?.continuation.resume(throwing: CancellationError())
+    let waiter = machine.withLock { $0.remove(id: id, token: token) }
+    waiter?.resume(throwing: CancellationError())
   }
 
-  /// The ids to look up now, or `.stop` once nobody waited for `linger` (the driver then ends).
-  private func nextPass(fullCheckDue: Bool, now: ContinuousClock.Instant, linger: Duration) -> Pass {
-    state.withLock { state -> Pass in
-      guard !state.waiters.isEmpty else {
-        state.toCheck = []
-        state.checkAll = false
-        let since = state.idleSince ?? now
-        state.idleSince = since
-        guard now - since >= linger else { return .lookUp([]) }
-        state.driverRunning = false
-        state.idleSince = nil
-        return .stop
-      }
-      state.idleSince = nil
-      let ids: [Int64]
-      if state.checkAll || fullCheckDue {
-        ids = Array(state.waiters.keys)
-      } else {
-        ids = state.toCheck.filter { state.waiters[$0] != nil }
-      }
-      state.checkAll = false
-      state.toCheck = []
-      return .lookUp(ids)
+  /// Sends the cancels asked for, each tried while the database answers; one that fails is
+  /// logged and dropped (its row runs, and nobody waits for its result).
+  private func sendCancels(_ queue: RemoteQueue) async {
+    let pending = cancels.withLock { cancels in
+      defer { cancels = [] }
+      return cancels
     }
-  }
-
-  /// Fails every waiter with `error` (the database stayed unreachable).
-  private func failAll(_ error: any Error) {
-    let waiters = state.withLock { state -> [Waiter] in
-      defer { state.waiters = [:] }
-      return state.waiters.values.flatMap { $0 }
-    }
-    for waiter in waiters {
-      waiter.continuation.resume(throwing: error)
-    }
-  }
-
-  private func deliver(_ rows: [(Int64, RemoteRow)]) {
-    var resumptions: [(CheckedContinuation<RemoteRow, any Error>, RemoteRow)] = []
-    state.withLock { state in
-      for (id, row) in rows {
-        for waiter in state.waiters.removeValue(forKey: id) ?? [] {
-          resumptions.append((waiter.continuation, row))
+    for (key, generation) in pending {
+      do {
+        try await queue.retryingWhileUnreachable(for: min(.seconds(5), queue.configuration.reconnectTimeout)) {
+          try await queue.requestCancel(key: key, generation: generation)
         }
+      } catch {
+        logger.warning(
+          "could not mark a cancelled task's row",
+          metadata: ["queue": "\(queue.name)", "key": "\(key)", "error": "\(String(reflecting: error))"])
       }
-    }
-    for (continuation, row) in resumptions {
-      continuation.resume(returning: row)
     }
   }
 
-  private func drive(_ queue: RemoteQueue) async {
-    let listener = Task { await listen(queue) }
-    defer { listener.cancel() }
-    let pollInterval = queue.configuration.pollInterval
+  /// Looks row `id` up every poll interval until it is final (no driver runs). Throws
+  /// ``RemoteQueueError/Code/databaseUnreachable`` after `reconnectTimeout` without an answer.
+  private func poll(_ id: Int64, queue: RemoteQueue) async throws -> RemoteRow {
     let clock = ContinuousClock()
-    var lastFullCheck = clock.now
     var lastReached = clock.now
     var backoff = Backoff()
     while true {
-      let now = clock.now
-      let fullCheckDue = now - lastFullCheck >= pollInterval
-      guard case .lookUp(let ids) = nextPass(fullCheckDue: fullCheckDue, now: now, linger: pollInterval) else {
-        return
-      }
-      if fullCheckDue { lastFullCheck = now }
-      var wait = pollInterval
-      if !ids.isEmpty {
-        do {
-          for start in stride(from: 0, to: ids.count, by: 5_000) {
-            deliver(try await queue.finalRows(among: Array(ids[start..<min(start + 5_000, ids.count)])))
-          }
-          lastReached = clock.now
-          backoff.reset()
-        } catch {
-          state.withLock { $0.checkAll = true }
-          let unreachableFor = clock.now - lastReached
-          if RemoteQueue.isUnreachable(error) && unreachableFor >= queue.configuration.reconnectTimeout {
-            logger.error(
-              "jobkit-postgres: the database stayed unreachable; failing the waiting tasks",
-              metadata: ["queue": "\(queue.name)", "error": "\(String(reflecting: error))"])
-            failAll(
-              RemoteQueueError(
-                .databaseUnreachable,
-                message:
-                  "queue '\(queue.name)': the database could not be reached for \(Int(unreachableFor.seconds)) s "
-                  + "(reconnectTimeout); last error: \(RemoteQueue.summary(error))"))
-            lastReached = clock.now
-            continue
-          }
-          wait = backoff.next()
-          logger.warning(
-            "jobkit-postgres: looking up results failed; retrying",
-            metadata: [
-              "queue": "\(queue.name)", "error": "\(String(reflecting: error))",
-              "retry-in-ms": "\(Int(wait.seconds * 1000))",
-            ])
+      try Task.checkCancellation()
+      await sendCancels(queue)
+      let wait: Duration
+      do {
+        if let (_, row) = try await queue.finalRows(among: [id]).first {
+          return row
         }
+        lastReached = clock.now
+        backoff.reset()
+        wait = queue.configuration.pollInterval
+      } catch {
+        if error is CancellationError || Task.isCancelled { throw CancellationError() }
+        let unreachableFor = clock.now - lastReached
+        if RemoteQueue.isUnreachable(error) && unreachableFor >= queue.configuration.reconnectTimeout {
+          throw unreachableError(queue, unreachableFor: unreachableFor, error)
+        }
+        wait = backoff.next()
+        logger.debug(
+          "looking up a result failed; retrying",
+          metadata: ["queue": "\(queue.name)", "error": "\(String(reflecting: error))"])
       }
-      await wake.wait(timeout: wait)
+      try await Task.sleep(for: wait)
     }
   }
 
-  private func listen(_ queue: RemoteQueue) async {
+  private func unreachableError(_ queue: RemoteQueue, unreachableFor: Duration, _ error: any Error)
+    -> RemoteQueueError
+  {
+    RemoteQueueError(
+      .databaseUnreachable,
+      message: "queue '\(queue.name)': the database could not be reached for \(Int(unreachableFor.seconds)) s "
+        + "(reconnectTimeout); last error: \(RemoteQueue.summary(error))")
+  }
+
+  /// The driver: listens on the queue's "done" channel and looks up the waited rows until the
+  /// calling task is cancelled; then the waiters left poll their rows themselves.
+  /// A second run at the same time waits for its cancel and drives nothing.
+  func drive(_ queue: RemoteQueue) async {
+    let clock = ContinuousClock()
+    let wake = WakeSignal()
+    let first = driverWake.withLock { current -> Bool in
+      guard current == nil else { return false }
+      current = wake
+      return true
+    }
+    guard first else {
+      while !Task.isCancelled { try? await Task.sleep(for: .seconds(3_600)) }
+      return
+    }
+    machine.withLock { $0.driverStarted(now: clock.now) }
+    await withTaskGroup(of: Void.self) { group in
+      group.addTask { await self.listen(queue, wake: wake) }
+      await lookUpLoop(queue, wake: wake)
+      group.cancelAll()
+    }
+    let left = machine.withLock { $0.driverStopped() }
+    driverWake.withLock { $0 = nil }
+    for waiter in left {
+      waiter.resume(returning: .poll)
+    }
+  }
+
+  private func lookUpLoop(_ queue: RemoteQueue, wake: WakeSignal) async {
+    let clock = ContinuousClock()
+    var backoff = Backoff()
+    // One warning per outage, not one per retry.
+    var failing = false
+    while !Task.isCancelled {
+      await sendCancels(queue)
+      let ids = machine.withLock { $0.nextLookUp(now: clock.now) }
+      var wait: Duration?
+      do {
+        for start in stride(from: 0, to: ids.count, by: 5_000) {
+          let rows = try await queue.finalRows(among: Array(ids[start..<min(start + 5_000, ids.count)]))
+          let resumptions = machine.withLock { $0.found(rows, now: clock.now) }
+          for (waiter, row) in resumptions {
+            waiter.resume(returning: .row(row))
+          }
+        }
+        backoff.reset()
+        if failing {
+          failing = false
+          logger.info("looking up results works again", metadata: ["queue": "\(queue.name)"])
+        }
+      } catch {
+        if Task.isCancelled { break }
+        let action = machine.withLock {
+          $0.lookUpFailed(unreachable: RemoteQueue.isUnreachable(error), now: clock.now)
+        }
+        switch action {
+        case .retry:
+          wait = backoff.next()
+          if !failing {
+            logger.warning(
+              "looking up results failed; retrying with backoff",
+              metadata: ["queue": "\(queue.name)", "error": "\(String(reflecting: error))"])
+          }
+          failing = true
+        case .giveUp(let waiters, let unreachableFor):
+          logger.warning(
+            "the database stayed unreachable; failing the waiting tasks",
+            metadata: ["queue": "\(queue.name)", "error": "\(String(reflecting: error))"])
+          let failure = unreachableError(queue, unreachableFor: unreachableFor, error)
+          for waiter in waiters {
+            waiter.resume(throwing: failure)
+          }
+        }
+      }
+      await wake.wait(timeout: wait ?? machine.withLock { $0.idleWait(now: clock.now) })
+    }
+  }
+
+  private func listen(_ queue: RemoteQueue, wake: WakeSignal) async {
     await queue.listen(done: true, logger: logger) {
-      // Listening now: anything that finished before is found by a full look-up.
-      state.withLock { $0.checkAll = true }
+      machine.withLock { $0.listening() }
       wake.signal()
     } onNotification: { payload in
       guard let id = Int64(payload) else { return }
-      state.withLock { state in
-        if state.waiters[id] != nil { state.toCheck.insert(id) }
-      }
-      wake.signal()
+      if machine.withLock({ $0.notified(id) }) { wake.signal() }
     }
   }
 }

@@ -101,23 +101,11 @@ struct RemoteCall<Kind: RemoteTaskKind>: Sendable {
     return try row.result(Kind.Output.self).get()
   }
 
-  /// Marks the row cancelled, from a task of its own: the caller's task is cancelled, and a
-  /// query from it could be refused. Tried for at most 5 s while the database is unreachable,
-  /// so that a job whose database is gone still ends soon after its tasks failed. Fenced by
-  /// `generation`: a re-run that armed the row again since is not cancelled.
+  /// Asks the queue's result router to mark the row cancelled: the caller's task is cancelled,
+  /// and a query from it could be refused. The router sends it from the queue's ``RemoteQueue/run()``
+  /// (or from a task of the queue that polls for its result). Fenced by `generation`: a re-run
+  /// that armed the row again since is not cancelled.
   private func cancelRow(generation: Int32?) async {
-    let queue = queue
-    let key = key
-    await Task.detached {
-      do {
-        try await queue.retryingWhileUnreachable(for: min(.seconds(5), queue.configuration.reconnectTimeout)) {
-          try await queue.requestCancel(key: key, generation: generation)
-        }
-      } catch {
-        queue.logger.error(
-          "could not mark a cancelled task's row",
-          metadata: ["queue": "\(queue.name)", "key": "\(key)", "error": "\(String(reflecting: error))"])
-      }
-    }.value
+    queue.router.requestCancel(key: key, generation: generation)
   }
 }

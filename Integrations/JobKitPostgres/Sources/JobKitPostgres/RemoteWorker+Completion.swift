@@ -47,7 +47,7 @@ extension RemoteWorker {
         defer { state.outcomes = [] }
         return (state.outcomes, false)
       }
-      if stop { return }
+      if stop || (outcomes.isEmpty && Task.isCancelled && state.withLock({ $0.completerStopping })) { return }
       if outcomes.isEmpty {
         if state.withLock({ !$0.outcomes.isEmpty }) {
           gathered = true
@@ -78,11 +78,13 @@ extension RemoteWorker {
       do {
         stored = try await storeBatch(outcomes, owner: owner)
       } catch {
-        let giveUp = state.withLock { state in
-          state.completerStopping && (state.storeDeadline.map { clock.now >= $0 } ?? true)
-        }
+        let giveUp =
+          Task.isCancelled
+          || state.withLock { state in
+            state.completerStopping && (state.storeDeadline.map { clock.now >= $0 } ?? true)
+          }
         guard RemoteQueue.isUnreachable(error), !giveUp else {
-          logger.error(
+          logger.warning(
             "could not store results; their leases will expire and the tasks run again",
             metadata: [
               "worker": "\(id)", "tasks": "\(outcomes.map(\.row.id))", "error": "\(String(reflecting: error))",
@@ -204,11 +206,22 @@ extension RemoteWorker {
     }
   }
 
-  /// The wait before the attempt after `attempt`: exponential, capped, jittered by ±50%.
+  /// The wait before the attempt after `attempt`, as ``Configuration/retryPolicy`` says.
   func retryDelay(afterAttempt attempt: Int) -> Double {
-    let base =
-      configuration.retryInitialDelay.seconds * pow(max(1, configuration.retryMultiplier), Double(max(0, attempt - 1)))
-    let capped = min(base, configuration.retryMaxDelay.seconds)
-    return capped * Double.random(in: 0.5...1.5)
+    let policy = configuration.retryPolicy
+    let base = policy.baseDelay(beforeAttempt: attempt + 1).seconds
+    return policy.jitter ? base * Double.random(in: 0.5...1.5) : base
+  }
+}
+
+extension RetryPolicy {
+  /// This policy with the given values changed.
+  func with(
+    maxAttempts: Int? = nil, initialDelay: Duration? = nil, multiplier: Double? = nil, maxDelay: Duration? = nil
+  ) -> RetryPolicy {
+    RetryPolicy(
+      maxAttempts: maxAttempts ?? self.maxAttempts, initialDelay: initialDelay ?? self.initialDelay,
+      multiplier: multiplier ?? self.multiplier, maxDelay: maxDelay ?? self.maxDelay, jitter: jitter,
+      retryIf: retryIf)
   }
 }

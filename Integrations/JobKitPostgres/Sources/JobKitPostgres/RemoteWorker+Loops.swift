@@ -48,6 +48,8 @@ extension RemoteWorker {
         case .wait:
           await wake.wait(timeout: idleWait)
           continue
+        case .stop:
+          return
         case .claim(let limit, let mayTakeSuspect):
           claiming = true
           let rows = try await claim(limit: limit, mayTakeSuspect: mayTakeSuspect, owner: owner)
@@ -119,7 +121,7 @@ extension RemoteWorker {
     }
     if count > 0 {
       state.withLock { $0.statistics.rescued += count }
-      logger.notice("expired leases returned", metadata: ["worker": "\(id)", "rows": "\(count)"])
+      logger.info("expired leases returned", metadata: ["worker": "\(id)", "rows": "\(count)"])
     }
   }
 
@@ -334,11 +336,21 @@ extension RemoteWorker {
   /// hands the rows whose handler still runs back and cancels them.
   func shutDown(owner: String) async {
     let clock = ContinuousClock()
-    let deadline = clock.now + configuration.gracePeriod
-    state.withLock { $0.storeDeadline = deadline }
+    let now = clock.now
+    let grace = Task.isCancelled ? .zero : configuration.gracePeriod
+    state.withLock { state in
+      state.claims.stop(now: now, grace: grace)
+      state.storeDeadline = now + grace
+    }
     completions.signal()
-    while !state.withLock({ $0.running.isEmpty }), clock.now < deadline {
-      await drained.wait(timeout: min(.milliseconds(100), deadline - clock.now))
+    while true {
+      let now = clock.now
+      let cancelled = Task.isCancelled
+      let action = state.withLock { state in
+        cancelled ? .handBack : state.claims.drain(now: now, rowsHeld: state.running.count)
+      }
+      guard case .waitForHandlers(let deadline) = action else { break }
+      await drained.wait(timeout: min(.milliseconds(100), deadline - now))
     }
     let (ids, tasks) = state.withLock { state -> ([Int64], [Operation]) in
       var ids: [Int64] = []
@@ -350,6 +362,7 @@ extension RemoteWorker {
       }
       return (ids, tasks)
     }
+    defer { state.withLock { $0.claims.handedBack() } }
     guard !ids.isEmpty else { return }
     do {
       let count = try await queue.statement(
@@ -372,10 +385,10 @@ extension RemoteWorker {
         return count
       }
       state.withLock { $0.statistics.handedBack += count }
-      logger.notice("rows handed back at shutdown", metadata: ["worker": "\(id)", "rows": "\(count)"])
+      logger.info("rows handed back at shutdown", metadata: ["worker": "\(id)", "rows": "\(count)"])
     } catch {
-      logger.error(
-        "could not hand rows back; their leases will expire",
+      logger.log(
+        level: Task.isCancelled ? .info : .warning, "could not hand rows back; their leases will expire",
         metadata: ["worker": "\(id)", "error": "\(String(reflecting: error))"])
     }
     for task in tasks { task.cancel() }

@@ -8,7 +8,7 @@ import ServiceLifecycle
 /// registered for their kinds, as a service-lifecycle `Service`.
 ///
 /// ```swift
-/// let worker = RemoteWorker(queue: queue, id: "hasher-1")
+/// let worker = RemoteWorker(queue: queue, id: "hasher-1", configuration: .init(), logger: logger)
 /// worker.register(HashFile.self, maxConcurrent: 4) { path, context in
 ///     try await hash(path)          // context.attempt: 1, then 2, … after a failure or a crash
 /// }
@@ -41,10 +41,11 @@ import ServiceLifecycle
 ///   and the row retried after a jittered exponential delay until the row's `max_attempts`.
 /// - **Bad rows**: an unregistered kind or an input that does not decode fails that row (no
 ///   retry) with a clear stored message; the worker goes on.
-/// - **Shutdown** (graceful shutdown, or cancelling ``run()``): stops claiming, lets running
-///   handlers finish for ``Configuration/gracePeriod``, then hands the rest back (available
-///   again, the attempt not counted; cancelled if their job asked for a cancel meanwhile) and
-///   cancels their handlers.
+/// - **Shutdown** (graceful shutdown): stops claiming, lets running handlers finish for
+///   ``Configuration/gracePeriod`` while heartbeats keep their leases and outcomes are stored,
+///   then hands the rest back (available again, the attempt not counted; cancelled if their job
+///   asked for a cancel meanwhile) and cancels their handlers. Cancelling ``run()`` stops at
+///   once: the handlers are cancelled and their rows return to the queue when their leases expire.
 /// - **Prune**: every ``Configuration/pruneInterval`` the queue's finished rows past their
 ///   retention are deleted (``RemoteQueue/prune()``; one worker of the queue at a time).
 /// - **Settings** out of range (the queue's ``RemoteQueue/Retention`` included) make ``run()`` throw ``RemoteQueueError/Code/invalidConfiguration``.
@@ -67,13 +68,33 @@ public final class RemoteWorker: Service, Sendable {
     public var maxConcurrent: Int = 16
     /// How long a graceful shutdown waits for running handlers before handing them back.
     public var gracePeriod: Duration = .seconds(30)
-    /// The wait before a failed task's second attempt; each next wait is ``retryMultiplier``
-    /// times longer, at most ``retryMaxDelay``, moved at random by up to ±50%.
-    public var retryInitialDelay: Duration = .seconds(1)
-    /// How much each retry wait grows.
-    public var retryMultiplier: Double = 2
-    /// The longest retry wait.
-    public var retryMaxDelay: Duration = .seconds(300)
+    /// The waits before a failed task's next attempt: `initialDelay` before the second, each
+    /// next wait `multiplier` times longer, at most `maxDelay`, moved at random by up to ±50%
+    /// with `jitter`. Its `retryIf` decides whether a handler's error is retried (otherwise the
+    /// row fails at once). Its `maxAttempts` is not used: each row carries the
+    /// ``RemoteQueue/Configuration/retryPolicy`` it was added with. By default 1 s, doubling, at
+    /// most 300 s.
+    public var retryPolicy = RetryPolicy(
+      maxAttempts: 5, initialDelay: .seconds(1), multiplier: 2, maxDelay: .seconds(300))
+
+    /// The wait before a failed task's second attempt (``retryPolicy``'s `initialDelay`).
+    @available(*, deprecated, renamed: "retryPolicy.initialDelay")
+    public var retryInitialDelay: Duration {
+      get { retryPolicy.initialDelay }
+      set { retryPolicy = retryPolicy.with(initialDelay: newValue) }
+    }
+    /// How much each retry wait grows (``retryPolicy``'s `multiplier`).
+    @available(*, deprecated, renamed: "retryPolicy.multiplier")
+    public var retryMultiplier: Double {
+      get { retryPolicy.multiplier }
+      set { retryPolicy = retryPolicy.with(multiplier: newValue) }
+    }
+    /// The longest retry wait (``retryPolicy``'s `maxDelay`).
+    @available(*, deprecated, renamed: "retryPolicy.maxDelay")
+    public var retryMaxDelay: Duration {
+      get { retryPolicy.maxDelay }
+      set { retryPolicy = retryPolicy.with(maxDelay: newValue) }
+    }
     /// How often the worker prunes its queue's finished rows (``RemoteQueue/prune()``, as the
     /// queue's ``RemoteQueue/Configuration/retention`` says): once when it starts, then at
     /// this interval. Every worker of a queue may prune; one at a time does (the others' passes
@@ -81,7 +102,7 @@ public final class RemoteWorker: Service, Sendable {
     public var pruneInterval: Duration = .seconds(60)
 
     /// The defaults: 30 s leases, 10 s heartbeats, batches of 16, 16 handlers, 30 s of grace,
-    /// a prune every minute.
+    /// retries after 1 s doubling to at most 300 s, a prune every minute.
     public init() {}
 
     /// Throws ``RemoteQueueError/Code/invalidConfiguration`` naming each value out of range.
@@ -119,17 +140,30 @@ public final class RemoteWorker: Service, Sendable {
   /// Wakes the completer: outcomes to store.
   let completions = WakeSignal()
 
-  /// A worker named `id` on `queue`, with the default ``Configuration``.
+  /// The loops of ``run()`` that outlive the claiming.
+  enum Loop: Sendable {
+    case heartbeat
+    case completer
+  }
+
+  /// A worker named `id` on `queue`, with the default ``Configuration``; its logs go to a
+  /// logger labelled "JobKitPostgres.RemoteWorker".
+  @available(*, deprecated, message: "pass the logger: init(queue:id:configuration:logger:)")
   public convenience init(queue: RemoteQueue, id: String) {
-    self.init(queue: queue, id: id, configuration: Configuration())
+    self.init(
+      queue: queue, id: id, configuration: Configuration(), logger: Logger(label: "JobKitPostgres.RemoteWorker"))
+  }
+
+  /// A worker named `id` on `queue`; its logs go to a logger labelled "JobKitPostgres.RemoteWorker".
+  @available(*, deprecated, message: "pass the logger: init(queue:id:configuration:logger:)")
+  public convenience init(queue: RemoteQueue, id: String, configuration: Configuration) {
+    self.init(
+      queue: queue, id: id, configuration: configuration, logger: Logger(label: "JobKitPostgres.RemoteWorker"))
   }
 
   /// A worker named `id` on `queue`. `logger` receives claims' errors, stale completions,
   /// reconnects and shutdown (never a password).
-  public init(
-    queue: RemoteQueue, id: String, configuration: Configuration,
-    logger: Logger = Logger(label: "JobKitPostgres.RemoteWorker")
-  ) {
+  public init(queue: RemoteQueue, id: String, configuration: Configuration, logger: Logger) {
     self.queue = queue
     self.id = id
     self.configuration = configuration
@@ -157,7 +191,8 @@ public final class RemoteWorker: Service, Sendable {
   /// second registration of a kind replaces the first.
   ///
   /// The handler runs in a Swift `Task`, once per attempt: make it idempotent (the context's
-  /// attempt and key tell a re-run). A thrown error is stored as the row's message and retried;
+  /// attempt and key tell a re-run). A thrown error is stored as the row's message and retried
+  /// (unless ``Configuration/retryPolicy``'s `retryIf` says no);
   /// `CancellationError` after a cancel request cancels the row.
   ///
   /// The handler may compute or block its thread for as long as it needs: it runs on threads
@@ -168,7 +203,8 @@ public final class RemoteWorker: Service, Sendable {
     maxConcurrent: Int? = nil,
     handler: @escaping @Sendable (K.Input, RemoteTaskContext) async throws -> K.Output
   ) {
-    let runner = KindRunner<K>(handler: handler, threads: handlerThreads)
+    let runner = KindRunner<K>(
+      handler: handler, threads: handlerThreads, retryIf: configuration.retryPolicy.retryIf)
     // The limit is set when the kind's first row comes: a limit of a kind that never ran is
     // not a misuse of the worker's job.
     let job = job
@@ -192,29 +228,40 @@ public final class RemoteWorker: Service, Sendable {
     try configuration.validate()
     try queue.configuration.retention.validate()
     job.startJob()
-    // The heartbeats and the completer outlive a cancel of this task: they keep the leases
-    // and store the outcomes through the shutdown's grace period, whose statements a cancelled
-    // task could not send. They end below, before `run()` returns.
-    let heartbeat = Task { await heartbeatLoop(owner: owner) }
-    let completer = Task { await completeLoop(owner: owner) }
-    await withTaskGroup(of: Void.self) { group in
-      group.addTask { await self.listenForWork() }
-      group.addTask { await self.pruneLoop() }
-      await withGracefulShutdownHandler {
-        await claimLoop(owner: owner)
-      } onGracefulShutdown: {
-        self.state.withLock { $0.stopping = true }
-        self.wake.signal()
+    await withTaskGroup(of: Loop.self) { loops in
+      // The heartbeats and the completer run through the shutdown: they keep the leases and
+      // store the outcomes while running handlers finish within the grace period.
+      loops.addTask {
+        await self.heartbeatLoop(owner: owner)
+        return .heartbeat
       }
-      state.withLock { $0.stopping = true }
-      group.cancelAll()
+      loops.addTask {
+        await self.completeLoop(owner: owner)
+        return .completer
+      }
+      await withTaskGroup(of: Void.self) { claiming in
+        claiming.addTask { await self.listenForWork() }
+        claiming.addTask { await self.pruneLoop() }
+        await withGracefulShutdownHandler {
+          await claimLoop(owner: owner)
+        } onGracefulShutdown: {
+          let now = ContinuousClock().now
+          let grace = self.configuration.gracePeriod
+          self.state.withLock { state in
+            state.stopping = true
+            state.claims.stop(now: now, grace: grace)
+          }
+          self.wake.signal()
+        }
+        state.withLock { $0.stopping = true }
+        claiming.cancelAll()
+      }
+      await shutDown(owner: owner)
+      state.withLock { $0.completerStopping = true }
+      completions.signal()
+      while let ended = await loops.next(), ended != .completer {}
+      loops.cancelAll()
     }
-    // Shutdown, in a task of its own: the caller's may be cancelled, which refuses queries.
-    await Task.detached { await self.shutDown(owner: owner) }.value
-    state.withLock { $0.completerStopping = true }
-    completions.signal()
-    await completer.value
-    heartbeat.cancel()
     job.release()
     handlerThreads.stop()
     logger.info("worker stopped", metadata: ["worker": "\(id)"])
@@ -253,6 +300,8 @@ enum HandlerOutcome: Sendable {
 struct KindRunner<K: RemoteTaskKind>: Sendable {
   let handler: @Sendable (K.Input, RemoteTaskContext) async throws -> K.Output
   let threads: HandlerThreads
+  /// Whether a handler's error is retried (``RemoteWorker/Configuration/retryPolicy``).
+  let retryIf: @Sendable (any Error) -> Bool
   let name = K.name
   let inputName = "\(K.Input.self)"
   /// Shared by the kind's runs (both are `Sendable`; each call keeps its own state).
@@ -277,7 +326,7 @@ struct KindRunner<K: RemoteTaskKind>: Sendable {
     } catch is CancellationError {
       return .cancelled
     } catch {
-      return .failure(code: .handlerFailed, message: String(describing: error), retryable: true)
+      return .failure(code: .handlerFailed, message: String(describing: error), retryable: retryIf(error))
     }
   }
 
@@ -297,33 +346,19 @@ struct Registration: Sendable {
   let setLimit: @Sendable () -> Void
 }
 
-/// The worker's job: it stays open while the worker runs (a keeper task it tracks), so the
-/// handlers it tracks from the claim loop share its per-kind limits.
+/// The worker's job: a ``KeepAliveTask`` keeps it open while the worker runs, so the handlers
+/// it tracks from the claim loop share its per-kind limits.
 final class WorkerJob: JobController, @unchecked Sendable {
-  // @unchecked Sendable: the keeper's completion lives in a locked box.
-  private typealias Complete = @Sendable (Result<Void, any Error>) -> Void
-  private let keeper = Locked<(released: Bool, complete: Complete?)>((false, nil))
+  // @unchecked Sendable: `keepAlive` is itself Sendable and never replaced.
+  private let keepAlive = KeepAliveTask()
 
   override func main() {
-    trackAndQueue(
-      Work<Void>(callback: { [keeper] complete in
-        let now = keeper.withLock { keeper -> Bool in
-          if keeper.released { return true }
-          keeper.complete = complete
-          return false
-        }
-        if now { complete(.success(())) }
-      }))
+    trackAndQueue(keepAlive)
   }
 
   /// Lets the job finish once its handler tasks did.
   func release() {
-    let complete = keeper.withLock { keeper -> Complete? in
-      keeper.released = true
-      defer { keeper.complete = nil }
-      return keeper.complete
-    }
-    complete?(.success(()))
+    keepAlive.release()
   }
 }
 

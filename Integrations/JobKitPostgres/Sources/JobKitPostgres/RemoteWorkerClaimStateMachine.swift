@@ -16,6 +16,8 @@
 ///   For one lease from the failure, each heartbeat also looks up the running rows the worker
 ///   owns but does not know, and the claim loop runs them: they lose no attempt and wait for
 ///   no lease to expire.
+/// - **Shutdown**: claiming, then draining (no claim; running handlers finish until the grace
+///   period's end, their leases kept), then handing back what still runs, then stopped.
 struct RemoteWorkerClaimStateMachine: Sendable {
   /// What the claim loop does next.
   enum Action: Equatable {
@@ -24,6 +26,28 @@ struct RemoteWorkerClaimStateMachine: Sendable {
     /// Claim up to `limit` rows; `mayTakeSuspect`: no handler runs, so a suspect row may be
     /// claimed (alone).
     case claim(limit: Int, mayTakeSuspect: Bool)
+    /// The worker stops: claim nothing more.
+    case stop
+  }
+
+  /// Where the worker's run is.
+  enum Phase: Equatable {
+    case claiming
+    /// Stopped claiming; running handlers may finish until `deadline`.
+    case draining(deadline: ContinuousClock.Instant)
+    /// The grace period ended: the rows whose handler still runs go back to the queue.
+    case handingBack
+    case stopped
+  }
+
+  /// What the shutdown does next.
+  enum DrainAction: Equatable {
+    /// Wait for running handlers (and the storing of their outcomes) until `deadline`.
+    case waitForHandlers(until: ContinuousClock.Instant)
+    /// Hand the rows still held back and cancel their handlers.
+    case handBack
+    /// Nothing is held: the shutdown is over.
+    case stopped
   }
 
   let batchSize: Int
@@ -34,6 +58,7 @@ struct RemoteWorkerClaimStateMachine: Sendable {
   private(set) var isolated: Int64?
   /// Until then, a claim that failed without an answer may still give this worker rows.
   private(set) var lostClaimWindowEnd: ContinuousClock.Instant?
+  private(set) var phase = Phase.claiming
 
   init(batchSize: Int, maxConcurrent: Int) {
     self.batchSize = max(1, batchSize)
@@ -48,6 +73,7 @@ struct RemoteWorkerClaimStateMachine: Sendable {
   /// What to do now, with `handlersRunning` handlers running and `rowsHeld` rows held (running,
   /// or with an outcome not stored yet).
   func next(handlersRunning: Int, rowsHeld: Int) -> Action {
+    guard phase == .claiming else { return .stop }
     if isolated != nil { return .wait }
     let free = maxConcurrent - handlersRunning
     let room = maxConcurrent + batchSize - rowsHeld
@@ -91,5 +117,38 @@ struct RemoteWorkerClaimStateMachine: Sendable {
   /// The handler of row `id` ended: a suspect row's end frees the worker for other rows.
   mutating func handlerEnded(_ id: Int64) {
     if isolated == id { isolated = nil }
+  }
+
+  /// A shutdown began at `now`: no more claims; handlers may run for `grace`.
+  mutating func stop(now: ContinuousClock.Instant, grace: Duration) {
+    guard phase == .claiming else { return }
+    phase = .draining(deadline: now + grace)
+  }
+
+  /// The shutdown's next step at `now`, with `rowsHeld` rows held (handlers running, or their
+  /// outcomes not stored yet).
+  mutating func drain(now: ContinuousClock.Instant, rowsHeld: Int) -> DrainAction {
+    switch phase {
+    case .claiming:
+      phase = .draining(deadline: now)
+      return drain(now: now, rowsHeld: rowsHeld)
+    case .draining(let deadline):
+      if rowsHeld == 0 {
+        phase = .stopped
+        return .stopped
+      }
+      if now < deadline { return .waitForHandlers(until: deadline) }
+      phase = .handingBack
+      return .handBack
+    case .handingBack:
+      return .handBack
+    case .stopped:
+      return .stopped
+    }
+  }
+
+  /// The rows were handed back (or could not be): the shutdown is over.
+  mutating func handedBack() {
+    phase = .stopped
   }
 }

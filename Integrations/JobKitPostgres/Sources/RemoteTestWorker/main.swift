@@ -97,7 +97,8 @@ case "worker":
   workerConfiguration.heartbeatInterval = seconds("heartbeat", 0.5)
   workerConfiguration.gracePeriod = seconds("grace", 5)
   workerConfiguration.pollInterval = seconds("poll", 0.5)
-  workerConfiguration.retryInitialDelay = .milliseconds(50)
+  workerConfiguration.retryPolicy = RetryPolicy(
+    maxAttempts: 5, initialDelay: .milliseconds(50), maxDelay: .seconds(300))
   workerConfiguration.maxConcurrent = Int(options["max-concurrent"] ?? "") ?? 16
   workerConfiguration.batchSize = Int(options["batch"] ?? "") ?? 16
   let worker = RemoteWorker(
@@ -128,7 +129,11 @@ default:
     queue: queue, count: count, prefix: prefix, sleepMilliseconds: Int(options["sleep"] ?? "") ?? 0)
   say("started")
   do {
-    try await job.run()
+    try await withThrowingTaskGroup(of: Void.self) { group in
+      group.addTask { try await queue.run() }
+      try await job.run()
+      group.cancelAll()
+    }
   } catch {
     fail("the job failed: \(error)")
   }

@@ -28,10 +28,12 @@ func hashRemotely(
   bootstrapLogging
   let client = PostgresClient(
     configuration: try .init(url: options.databaseURL ?? ""), backgroundLogger: clientLogger())
+  let queue = RemoteQueue(client: client, name: options.queueName, configuration: .init(), logger: clientLogger())
   return try await withThrowingTaskGroup(of: Void.self) { group in
     group.addTask { await client.run() }
+    // Hands the finished rows to the waiting leaves (one LISTEN connection).
+    group.addTask { try await queue.run() }
     do {
-      let queue = RemoteQueue(client: client, name: options.queueName, configuration: .init(), logger: clientLogger())
       try await PostgresClient.Configuration.checkConnection(url: options.databaseURL ?? "", logger: clientLogger())
       try await queue.migrate()
       let leaves = RemoteLeafHashing(

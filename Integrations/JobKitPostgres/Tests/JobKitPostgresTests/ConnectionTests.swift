@@ -119,11 +119,16 @@ extension DatabaseTests {
       try await TestDatabase.withClient(url: url) { client in
         try await withThrowingTaskGroup(of: Void.self) { group in
           for index in 0..<4 {
-            group.addTask { try await RemoteQueue(client: client, name: "m\(index)").migrate() }
+            group.addTask {
+              try await RemoteQueue(
+                client: client, name: "m\(index)", configuration: .init(), logger: TestDatabase.logger
+              ).migrate()
+            }
           }
           try await group.waitForAll()
         }
-        try await RemoteQueue(client: client, name: "again").migrate()
+        try await RemoteQueue(client: client, name: "again", configuration: .init(), logger: TestDatabase.logger)
+          .migrate()
         var versions: [Int32] = []
         for try await (version) in try await client.query("SELECT version FROM jobkit_remote_schema ORDER BY version")
           .decode(Int32.self)

@@ -131,7 +131,7 @@ extension DatabaseTests {
             lease: .seconds(120), heartbeat: .seconds(60), grace: .milliseconds(200)),
           logger: Logger(label: "test"))
         TestSupport.registerEcho(on: worker, client: client)
-        let group = ServiceGroup(services: [worker], logger: Logger(label: "test"))
+        let group = ServiceGroup(services: [queue, worker], logger: Logger(label: "test"))
         let serving = Task { try await group.run() }
         let waiting = Task {
           try await RemoteWork<EchoKind>(
@@ -173,17 +173,19 @@ extension DatabaseTests {
     @Test func aRerunAfterACancelledRunRunsItsTasks() async throws {
       try await TestDatabase.withClient { client in
         let queue = try await TestDatabase.makeQueue(client)
-        // No worker: the first run's task waits, then is cancelled (its row too).
-        let first = Task {
-          try await RemoteWork<EchoKind>(EchoKind.Input(text: "r"), queue: queue, idempotencyKey: "r").run()
-        }
-        try await TestDatabase.eventually("the row is inserted") {
-          try await TestDatabase.rows(client, queue: queue.name)["r"] != nil
-        }
-        first.cancel()
-        await #expect(throws: CancellationError.self) { try await first.value }
-        try await TestDatabase.eventually("the row is cancelled") {
-          try await TestDatabase.rows(client, queue: queue.name)["r"]?.state == "cancelled"
+        // No worker: the first run's task waits, then is cancelled (its row too, by the queue's run()).
+        try await TestDatabase.withRunningQueue(queue) {
+          let first = Task {
+            try await RemoteWork<EchoKind>(EchoKind.Input(text: "r"), queue: queue, idempotencyKey: "r").run()
+          }
+          try await TestDatabase.eventually("the row is inserted") {
+            try await TestDatabase.rows(client, queue: queue.name)["r"] != nil
+          }
+          first.cancel()
+          await #expect(throws: CancellationError.self) { try await first.value }
+          try await TestDatabase.eventually("the row is cancelled") {
+            try await TestDatabase.rows(client, queue: queue.name)["r"]?.state == "cancelled"
+          }
         }
         let second = Task {
           try await RemoteWork<EchoKind>(EchoKind.Input(text: "r"), queue: queue, idempotencyKey: "r").run()
@@ -322,10 +324,11 @@ extension DatabaseTests {
       }
       let url = try #require(TestDatabase.url).replacingOccurrences(of: "/postgres?", with: "/\(database)?")
       try await TestDatabase.withClient(url: url) { client in
-        try await RemoteQueue(client: client, name: "q").migrate()
+        try await RemoteQueue(client: client, name: "q", configuration: .init(), logger: TestDatabase.logger).migrate()
         try await client.query("INSERT INTO jobkit_remote_schema (version) VALUES (999)")
         let error = await #expect(throws: RemoteQueueError.self) {
-          try await RemoteQueue(client: client, name: "q").migrate()
+          try await RemoteQueue(client: client, name: "q", configuration: .init(), logger: TestDatabase.logger)
+            .migrate()
         }
         #expect(error?.code == .schemaTooNew)
       }

@@ -217,7 +217,8 @@ extension DatabaseTests {
       try await TestDatabase.withClient { client in
         let queue = try await TestDatabase.makeQueue(client)
         let worker = RemoteWorker(
-          queue: queue, id: "leaving", configuration: TestDatabase.workerConfiguration(grace: .milliseconds(200)))
+          queue: queue, id: "leaving", configuration: TestDatabase.workerConfiguration(grace: .milliseconds(200)),
+          logger: TestDatabase.logger)
         TestSupport.registerEcho(on: worker, client: client)
         let group = ServiceGroup(services: [worker], logger: Logger(label: "test"))
         let serving = Task { try await group.run() }

@@ -80,4 +80,45 @@ import Testing
     #expect(machine.isolated == 4)
     #expect(machine.next(handlersRunning: 2, rowsHeld: 2) == .wait)
   }
+
+  @Test func aShutdownStopsClaimingDrainsUntilTheGracePeriodThenHandsBack() {
+    var machine = Machine(batchSize: 8, maxConcurrent: 16)
+    let start = ContinuousClock().now
+    machine.stop(now: start, grace: .seconds(5))
+    #expect(machine.next(handlersRunning: 0, rowsHeld: 0) == .stop)
+    #expect(machine.next(handlersRunning: 3, rowsHeld: 3) == .stop)
+    // Draining: handlers still run within the grace period.
+    #expect(machine.drain(now: start + .seconds(1), rowsHeld: 3) == .waitForHandlers(until: start + .seconds(5)))
+    // A second stop does not move the deadline.
+    machine.stop(now: start + .seconds(2), grace: .seconds(5))
+    #expect(machine.drain(now: start + .seconds(4), rowsHeld: 1) == .waitForHandlers(until: start + .seconds(5)))
+    // Handing back: the grace period is over and a handler still runs.
+    #expect(machine.drain(now: start + .seconds(5), rowsHeld: 1) == .handBack)
+    #expect(machine.phase == .handingBack)
+    machine.handedBack()
+    #expect(machine.phase == .stopped)
+    #expect(machine.drain(now: start + .seconds(6), rowsHeld: 1) == .stopped)
+  }
+
+  @Test func aShutdownWithNothingHeldStopsAtOnce() {
+    var machine = Machine(batchSize: 8, maxConcurrent: 16)
+    let start = ContinuousClock().now
+    machine.stop(now: start, grace: .seconds(30))
+    #expect(machine.drain(now: start, rowsHeld: 0) == .stopped)
+    #expect(machine.phase == .stopped)
+  }
+
+  @Test func aShutdownWithoutGraceHandsBackAtOnce() {
+    var machine = Machine(batchSize: 8, maxConcurrent: 16)
+    let start = ContinuousClock().now
+    machine.stop(now: start, grace: .zero)
+    #expect(machine.drain(now: start, rowsHeld: 2) == .handBack)
+  }
+
+  @Test func drainingWithoutAStopBeginsAShutdownWithoutGrace() {
+    var machine = Machine(batchSize: 8, maxConcurrent: 16)
+    let start = ContinuousClock().now
+    #expect(machine.drain(now: start, rowsHeld: 1) == .handBack)
+    #expect(machine.next(handlersRunning: 0, rowsHeld: 0) == .stop)
+  }
 }

@@ -78,7 +78,8 @@ extension DatabaseTests {
         retention.batchSize = 7
         let first = try await Self.makeQueue(client, retention: retention)
         // A second process's queue object of the same name.
-        let second = RemoteQueue(client: client, name: first.name, configuration: first.configuration)
+        let second = RemoteQueue(
+          client: client, name: first.name, configuration: first.configuration, logger: TestDatabase.logger)
         try await Self.insertRows(
           client, first.name, prefix: "done", count: 500, state: "completed", finishedAgo: 2 * 86_400)
 
@@ -170,14 +171,15 @@ extension DatabaseTests {
           let queue = try await Self.makeQueue(client, retention: retention)
           try await Self.insertRow(client, queue.name, "old", state: "failed", finishedAgo: 30 * 86_400)
           await #expect(throws: RemoteQueueError(.invalidConfiguration, message: "")) { try await queue.prune() }
-          let worker = RemoteWorker(queue: queue, id: "w", configuration: TestDatabase.workerConfiguration())
+          let worker = RemoteWorker(
+            queue: queue, id: "w", configuration: TestDatabase.workerConfiguration(), logger: TestDatabase.logger)
           await #expect(throws: RemoteQueueError(.invalidConfiguration, message: "")) { try await worker.run() }
           #expect(try await TestDatabase.rows(client, queue: queue.name).count == 1)
         }
         let queue = try await Self.makeQueue(client, retention: RemoteQueue.Retention())
         var configuration = TestDatabase.workerConfiguration()
         configuration.pruneInterval = .zero
-        let worker = RemoteWorker(queue: queue, id: "w", configuration: configuration)
+        let worker = RemoteWorker(queue: queue, id: "w", configuration: configuration, logger: TestDatabase.logger)
         await #expect(throws: RemoteQueueError(.invalidConfiguration, message: "")) { try await worker.run() }
 
         // Keeping every state for ever is valid, and prunes nothing.

@@ -15,7 +15,9 @@ extension DatabaseTests {
         var configuration = RemoteQueue.Configuration()
         configuration.pollInterval = .milliseconds(250)
         configuration.statementTimeout = .milliseconds(500)
-        let queue = RemoteQueue(client: client, name: TestDatabase.uniqueName("stuck"), configuration: configuration)
+        let queue = RemoteQueue(
+          client: client, name: TestDatabase.uniqueName("stuck"), configuration: configuration,
+          logger: TestDatabase.logger)
         try await queue.migrate()
         try await TestSupport.prepare(client)
         let log = CountingLog()

@@ -45,8 +45,8 @@ enum TestDatabase {
   static func makeQueue(_ client: PostgresClient, maxAttempts: Int = 5) async throws -> RemoteQueue {
     var configuration = RemoteQueue.Configuration()
     configuration.pollInterval = .milliseconds(250)
-    configuration.maxAttempts = maxAttempts
-    let queue = RemoteQueue(client: client, name: uniqueName("queue"), configuration: configuration)
+    configuration.retryPolicy = RetryPolicy(maxAttempts: maxAttempts)
+    let queue = RemoteQueue(client: client, name: uniqueName("queue"), configuration: configuration, logger: logger)
     try await queue.migrate()
     try await TestSupport.prepare(client)
     return queue
@@ -61,28 +61,54 @@ enum TestDatabase {
     configuration.heartbeatInterval = heartbeat
     configuration.pollInterval = .milliseconds(250)
     configuration.gracePeriod = grace
-    configuration.retryInitialDelay = .milliseconds(20)
+    configuration.retryPolicy = RetryPolicy(maxAttempts: 5, initialDelay: .milliseconds(20), maxDelay: .seconds(300))
     return configuration
   }
 
-  /// Runs `body` while an in-process worker with the echo handler serves `queue`; stops it after.
+  /// The tests' logger.
+  static let logger = Logger(label: "test")
+
+  /// Runs `body` while an in-process worker with the echo handler serves `queue` and the queue
+  /// routes results (both in a service group); then shuts the group down gracefully.
   static func withWorker<Result: Sendable>(
     _ queue: RemoteQueue, id: String = "worker",
     configuration: RemoteWorker.Configuration = workerConfiguration(),
     _ body: @Sendable (RemoteWorker) async throws -> Result
   ) async throws -> Result {
-    let worker = RemoteWorker(queue: queue, id: id, configuration: configuration)
+    let worker = RemoteWorker(queue: queue, id: id, configuration: configuration, logger: logger)
     TestSupport.registerEcho(on: worker, client: queue.client)
-    let running = Task { try await worker.run() }
-    do {
-      let result = try await body(worker)
-      running.cancel()
-      try await running.value
-      return result
-    } catch {
-      running.cancel()
-      try? await running.value
-      throw error
+    let group = ServiceGroup(services: [queue, worker], logger: logger)
+    return try await withThrowingTaskGroup(of: Void.self) { tasks in
+      tasks.addTask { try await group.run() }
+      do {
+        let result = try await body(worker)
+        await group.triggerGracefulShutdown()
+        try await tasks.waitForAll()
+        return result
+      } catch {
+        tasks.cancelAll()
+        throw error
+      }
+    }
+  }
+
+  /// Runs `body` while `queue` routes results and sends cancels (its `run()`); then shuts it
+  /// down gracefully.
+  static func withRunningQueue<Result: Sendable>(
+    _ queue: RemoteQueue, _ body: @Sendable () async throws -> Result
+  ) async throws -> Result {
+    let group = ServiceGroup(services: [queue], logger: logger)
+    return try await withThrowingTaskGroup(of: Void.self) { tasks in
+      tasks.addTask { try await group.run() }
+      do {
+        let result = try await body()
+        await group.triggerGracefulShutdown()
+        try await tasks.waitForAll()
+        return result
+      } catch {
+        tasks.cancelAll()
+        throw error
+      }
     }
   }
 

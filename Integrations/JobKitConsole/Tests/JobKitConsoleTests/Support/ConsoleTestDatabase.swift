@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import JobKit
 import JobKitConsole
 import JobKitPostgres
 import Logging
@@ -58,10 +59,11 @@ enum ConsoleTestDatabase {
   /// A migrated queue of its own whose tasks run once.
   static func makeQueue(_ client: PostgresClient) async throws -> RemoteQueue {
     var configuration = RemoteQueue.Configuration()
-    configuration.maxAttempts = 1
+    configuration.retryPolicy = RetryPolicy(maxAttempts: 1)
     configuration.pollInterval = .milliseconds(250)
     let queue = RemoteQueue(
-      client: client, name: "console-\(UUID().uuidString.prefix(8).lowercased())", configuration: configuration)
+      client: client, name: "console-\(UUID().uuidString.prefix(8).lowercased())", configuration: configuration,
+      logger: logger)
     try await queue.migrate()
     return queue
   }
@@ -73,8 +75,8 @@ enum ConsoleTestDatabase {
       let queue = try await makeQueue(client)
       var configuration = RemoteWorker.Configuration()
       configuration.pollInterval = .milliseconds(250)
-      configuration.retryInitialDelay = .milliseconds(20)
-      let worker = RemoteWorker(queue: queue, id: "console-test-worker", configuration: configuration)
+      configuration.retryPolicy = RetryPolicy(maxAttempts: 1, initialDelay: .milliseconds(20), maxDelay: .seconds(300))
+      let worker = RemoteWorker(queue: queue, id: "console-test-worker", configuration: configuration, logger: logger)
       worker.register(ConsoleTestKind.self) { input, context in
         if input == "fail-once" && context.attempt == 1 { throw MarkupError() }
         return input
@@ -82,6 +84,7 @@ enum ConsoleTestDatabase {
       worker.register(ConsoleOrderKind.self) { input, _ in input.size }
       try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { try await worker.run() }
+        group.addTask { try await queue.run() }
         defer { group.cancelAll() }
         try await body(client, queue)
       }
