@@ -215,8 +215,10 @@ public final class RemoteWorker: Service, Sendable {
     state.withLock { $0.registrations[K.name] = registration }
   }
 
-  /// Claims and runs rows until a graceful shutdown or the cancel of the calling task, then
-  /// shuts down as the type's documentation says. Throws if called twice.
+  /// Claims and runs rows until a graceful shutdown (running handlers finish within the grace
+  /// period, their leases kept and results stored, then the rest is handed back) or the cancel
+  /// of the calling task (stops at once, hands nothing back). Every loop is a child task of
+  /// this call. Throws if called twice.
   public func run() async throws {
     let owner = "\(id)/\(UUID().uuidString.prefix(8))"
     let first = state.withLock { state -> Bool in
