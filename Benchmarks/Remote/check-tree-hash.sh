@@ -7,9 +7,9 @@
 #   3. distributed, one of the 2 workers killed with SIGKILL while it runs tasks == the same;
 #      its tasks run again elsewhere once their lease expired (rows with attempt > 1 are counted
 #      and must exist);
-#   4. the durable mode: `tree-hash submit` inserts the tree's job, 2 workers run it, the worker
-#      running the job is killed with SIGKILL once an eighth of the files are hashed, and a new
-#      worker starts;
+#   4. the durable mode: `tree-hash submit` inserts the tree's job, 2 workers run it, both are
+#      killed with SIGKILL once an eighth of the files are hashed (the job running), and 2 new
+#      workers start;
 #      `tree-hash result` == the same, the job ran again (attempt 2) and every file has one leaf
 #      row (the second run attached to the first run's leaves).
 # Runs under Integrations/JobKitPostgres/scripts/with-postgres (a throwaway PostgreSQL) unless
@@ -171,7 +171,7 @@ kill -TERM "${workers[1]}"
 wait "${workers[1]}" || fail "the surviving worker exited with status $? after SIGTERM"
 workers=()
 
-# 4. The durable mode: the job itself on the workers; the worker running it killed mid-run.
+# 4. The durable mode: the job itself on the workers; every worker killed mid-run.
 queue=check-durable
 durable_start=$SECONDS
 start_worker durable-1
@@ -183,38 +183,37 @@ key=$("$treehash" submit --database "$JOBKIT_POSTGRES_URL" --queue "$queue" "$wo
 result=$!
 sql() { psql "$JOBKIT_POSTGRES_URL" -Atc "$1"; }
 files_total=$(find "$work/tree" -type f | wc -l)
-victim=
+running=
 for _ in $(seq 1200); do
   kill -0 "$result" 2>/dev/null || break
   hashed=$(sql "SELECT count(*) FROM jobkit_remote_tasks WHERE queue = '$queue' AND kind = 'tree-hash.file-sha256'
     AND state = 'completed'")
-  victim=$(sql "SELECT split_part(owner, '/', 1) FROM jobkit_remote_tasks WHERE queue = '$queue'
+  running=$(sql "SELECT split_part(owner, '/', 1) FROM jobkit_remote_tasks WHERE queue = '$queue'
     AND kind = 'tree-hash.tree' AND state = 'running'")
-  if [[ "$hashed" -ge $((files_total / 8)) && -n "$victim" ]]; then
-    kill -9 "${pid_of[$victim]}"
-    wait "${pid_of[$victim]}" 2>/dev/null || true
+  if [[ "$hashed" -ge $((files_total / 8)) && -n "$running" ]]; then
+    kill -9 "${pid_of[durable-1]}" "${pid_of[durable-2]}"
+    wait "${pid_of[durable-1]}" "${pid_of[durable-2]}" 2>/dev/null || true
     break
   fi
-  victim=
+  running=
   sleep 0.05
 done
-[[ -n "$victim" ]] || fail "the job's worker was never seen running it with files hashed (raise FILES)"
+[[ -n "$running" ]] || fail "the job was never seen running with files hashed (raise FILES)"
 [[ "$hashed" -lt "$files_total" ]] || fail "every file was hashed before the kill (raise FILES)"
-echo "check-tree-hash: killed '$victim', the worker running the job, after $hashed of $files_total files"
+echo "check-tree-hash: killed both workers ('$running' ran the job) after $hashed of $files_total files"
 start_worker durable-3
+start_worker durable-4
 wait "$result" || { cat "$work/result.log" >&2; fail "tree-hash result failed after the kill"; }
-compare "durable, the job's worker killed mid-run" "$work/durable"
+compare "durable, every worker killed mid-run" "$work/durable"
 attempt=$(sql "SELECT attempt FROM jobkit_remote_tasks WHERE queue = '$queue' AND kind = 'tree-hash.tree'")
 [[ "$attempt" -ge 2 ]] || fail "the job's row is at attempt $attempt: it did not run again"
 leaves=$(sql "SELECT count(*) FROM jobkit_remote_tasks WHERE queue = '$queue' AND kind = 'tree-hash.file-sha256'")
 [[ "$leaves" -eq "$files_total" ]] || fail "$leaves leaf rows for $files_total files"
 echo "check-tree-hash: the job ran again (attempt $attempt) and attached to its $leaves leaves" \
   "($((SECONDS - durable_start)) s)"
-for name in durable-1 durable-2 durable-3; do
-  [[ $name == "$victim" ]] || kill -TERM "${pid_of[$name]}"
-done
-for name in durable-1 durable-2 durable-3; do
-  [[ $name == "$victim" ]] || wait "${pid_of[$name]}" || fail "worker $name exited with status $? after SIGTERM"
+kill -TERM "${pid_of[durable-3]}" "${pid_of[durable-4]}"
+for name in durable-3 durable-4; do
+  wait "${pid_of[$name]}" || fail "worker $name exited with status $? after SIGTERM"
 done
 workers=()
 echo "check-tree-hash: 4 passed, 0 failed"

@@ -27,8 +27,8 @@ extension RemoteQueue {
       id: inserted.id, idempotencyKey: idempotencyKey, queue: self, generation: inserted.generation)
   }
 
-  /// Inserts many tasks of `Kind` with few statements (one per ``insertBatchRows`` rows, at most
-  /// 8 MB of input each) and returns their handles, in the order of `requests`.
+  /// Inserts many tasks of `Kind` with few statements (one per 1,000 rows, at most 8 MB of input
+  /// each) and returns their handles, in the order of `requests`.
   ///
   /// Every key and input is checked before anything is inserted (the errors of
   /// ``enqueue(_:_:idempotencyKey:runAt:)``). Keys behave as there; a key twice in `requests`
