@@ -145,6 +145,24 @@ extension DatabaseTests {
       }
     }
 
+    @Test func enqueueingACancelledKeyAgainArmsItsRow() async throws {
+      try await TestDatabase.withClient { client in
+        let queue = try await TestDatabase.makeQueue(client)
+        let first = try await queue.enqueue(EchoKind.self, EchoKind.Input(text: "again"), idempotencyKey: "re")
+        try await first.cancel()
+        let second = try await queue.enqueue(EchoKind.self, EchoKind.Input(text: "again"), idempotencyKey: "re")
+        #expect(second.id == first.id)
+        #expect(try await Self.row(client, queue: queue.name, key: "re")?.state == "available")
+        // The first handle's cancel named the earlier run: it misses this one.
+        try await first.cancel()
+        #expect(try await Self.row(client, queue: queue.name, key: "re")?.state == "available")
+        try await TestDatabase.withWorker(queue) { _ in
+          let text = try await second.result().text
+          #expect(text == "again")
+        }
+      }
+    }
+
     @Test func cancelOfARunningTaskStopsItsHandler() async throws {
       try await TestDatabase.withClient { client in
         let queue = try await TestDatabase.makeQueue(client)
