@@ -6,7 +6,12 @@
 #   2. distributed, 2 worker processes == the same;
 #   3. distributed, one of the 2 workers killed with SIGKILL while it runs tasks == the same;
 #      its tasks run again elsewhere once their lease expired (rows with attempt > 1 are counted
-#      and must exist).
+#      and must exist);
+#   4. the durable mode: `tree-hash submit` inserts the tree's job, 2 workers run it, both are
+#      killed with SIGKILL once an eighth of the files are hashed (the job running), and 2 new
+#      workers start;
+#      `tree-hash result` == the same, the job ran again (attempt 2) and every file has one leaf
+#      row (the second run attached to the first run's leaves).
 # Runs under Integrations/JobKitPostgres/scripts/with-postgres (a throwaway PostgreSQL) unless
 # JOBKIT_POSTGRES_URL is set already. CONFIG=release builds in release (default debug);
 # FILES=N files in the tree (default 800).
@@ -28,6 +33,7 @@ treehash="$("${build[@]}" --show-bin-path)/tree-hash"
 
 work=$(mktemp -d)
 workers=()
+declare -A pid_of
 cleanup() {
   for pid in "${workers[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
   rm -rf "$work"
@@ -106,6 +112,7 @@ start_worker() {  # start_worker NAME
   "$treehash" worker --database "$JOBKIT_POSTGRES_URL" --queue "$queue" --id "$1" --concurrency 2 --lease 5 \
     2>"$work/$1.log" &
   workers+=($!)
+  pid_of[$1]=$!
 }
 
 # 2. Two workers, no fault.
@@ -163,4 +170,50 @@ echo "check-tree-hash: $reruns tasks ran again (attempt 2) after the victim's le
 kill -TERM "${workers[1]}"
 wait "${workers[1]}" || fail "the surviving worker exited with status $? after SIGTERM"
 workers=()
-echo "check-tree-hash: 3 passed, 0 failed"
+
+# 4. The durable mode: the job itself on the workers; every worker killed mid-run.
+queue=check-durable
+durable_start=$SECONDS
+start_worker durable-1
+start_worker durable-2
+key=$("$treehash" submit --database "$JOBKIT_POSTGRES_URL" --queue "$queue" "$work/tree")
+[[ -n "$key" && $(wc -l <<<"$key") -eq 1 ]] || fail "submit printed '$key', not one key"
+"$treehash" result --dirs --database "$JOBKIT_POSTGRES_URL" --queue "$queue" "$key" \
+  >"$work/durable" 2>"$work/result.log" &
+result=$!
+sql() { psql "$JOBKIT_POSTGRES_URL" -Atc "$1"; }
+files_total=$(find "$work/tree" -type f | wc -l)
+running=
+for _ in $(seq 1200); do
+  kill -0 "$result" 2>/dev/null || break
+  hashed=$(sql "SELECT count(*) FROM jobkit_remote_tasks WHERE queue = '$queue' AND kind = 'tree-hash.file-sha256'
+    AND state = 'completed'")
+  running=$(sql "SELECT split_part(owner, '/', 1) FROM jobkit_remote_tasks WHERE queue = '$queue'
+    AND kind = 'tree-hash.tree' AND state = 'running'")
+  if [[ "$hashed" -ge $((files_total / 8)) && -n "$running" ]]; then
+    kill -9 "${pid_of[durable-1]}" "${pid_of[durable-2]}"
+    wait "${pid_of[durable-1]}" "${pid_of[durable-2]}" 2>/dev/null || true
+    break
+  fi
+  running=
+  sleep 0.05
+done
+[[ -n "$running" ]] || fail "the job was never seen running with files hashed (raise FILES)"
+[[ "$hashed" -lt "$files_total" ]] || fail "every file was hashed before the kill (raise FILES)"
+echo "check-tree-hash: killed both workers ('$running' ran the job) after $hashed of $files_total files"
+start_worker durable-3
+start_worker durable-4
+wait "$result" || { cat "$work/result.log" >&2; fail "tree-hash result failed after the kill"; }
+compare "durable, every worker killed mid-run" "$work/durable"
+attempt=$(sql "SELECT attempt FROM jobkit_remote_tasks WHERE queue = '$queue' AND kind = 'tree-hash.tree'")
+[[ "$attempt" -ge 2 ]] || fail "the job's row is at attempt $attempt: it did not run again"
+leaves=$(sql "SELECT count(*) FROM jobkit_remote_tasks WHERE queue = '$queue' AND kind = 'tree-hash.file-sha256'")
+[[ "$leaves" -eq "$files_total" ]] || fail "$leaves leaf rows for $files_total files"
+echo "check-tree-hash: the job ran again (attempt $attempt) and attached to its $leaves leaves" \
+  "($((SECONDS - durable_start)) s)"
+kill -TERM "${pid_of[durable-3]}" "${pid_of[durable-4]}"
+for name in durable-3 durable-4; do
+  wait "${pid_of[$name]}" || fail "worker $name exited with status $? after SIGTERM"
+done
+workers=()
+echo "check-tree-hash: 4 passed, 0 failed"

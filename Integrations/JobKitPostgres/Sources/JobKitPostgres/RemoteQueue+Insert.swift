@@ -11,13 +11,14 @@ extension RemoteQueue {
   static let insertBatchBytes = 8 << 20
 
   /// Inserts the task's row, or attaches to the row its key already has (re-armed first if it
-  /// was cancelled, see ``rearmForRerun(keys:)``), with the starts that arrive together. Returns
+  /// was cancelled, see ``rearmForRerun(keys:on:)``), with the starts that arrive together. Returns
   /// the row's id, its generation and, if that row is final, its outcome.
-  func insert(kind: String, key: String, input: Data) async throws -> (
+  func insert(kind: String, key: String, input: Data, runAfter: Date? = nil) async throws -> (
     id: Int64, generation: Int32, final: RemoteRow?
   ) {
     let row = RemoteNewRow(
-      kind: kind, key: key, input: input, deadline: ContinuousClock.now + configuration.reconnectTimeout)
+      kind: kind, key: key, input: input, runAfter: runAfter,
+      deadline: ContinuousClock.now + configuration.reconnectTimeout)
     let inserted = try await inserts.insert(row) { rows in
       try await self.insertBatch(rows)
     }
@@ -51,15 +52,19 @@ extension RemoteQueue {
   }
 
   /// One try at `rows`: the rows by key. A key that had a row already is a re-run: its row is
-  /// re-armed if it was cancelled (``rearmForRerun(keys:)``). A key whose row another
-  /// transaction inserted while this statement ran is looked up by a further statement.
-  private func insertRows(_ rows: [RemoteNewRow]) async throws -> [String: RemoteInsertedRow] {
+  /// re-armed if it was cancelled (``rearmForRerun(keys:on:)``). A key whose row another
+  /// transaction inserted while this statement ran is looked up by a further statement. With a
+  /// `connection`, every statement runs on it (in the caller's transaction, without time limit).
+  func insertRows(_ rows: [RemoteNewRow], on connection: PostgresConnection? = nil) async throws -> [String:
+    RemoteInsertedRow]
+  {
     let insert = InsertRowsStatement(
       queue: name, kinds: rows.map(\.kind), keys: rows.map(\.key), inputs: rows.map(\.input),
+      runAfter: rows.map { $0.runAfter?.timeIntervalSince1970 ?? 0 },
       maxAttempts: Int32(clamping: max(1, configuration.retryPolicy.maxAttempts)))
     var found: [String: RemoteInsertedRow] = [:]
     var attached: [String] = []
-    let returned = try await prepared(insert)
+    let returned = try await prepared(insert, on: connection)
     // A row this statement inserted is the key's row, even if the statement's snapshot still
     // shows an earlier finished row of the key that a prune deleted meanwhile.
     let insertedKeys = Set(returned.filter(\.isNew).map(\.key))
@@ -69,7 +74,7 @@ extension RemoteQueue {
       if !row.isNew { attached.append(row.key) }
     }
     if !attached.isEmpty {
-      let armed = try await rearmForRerun(keys: attached)
+      let armed = try await rearmForRerun(keys: attached, on: connection)
       for key in attached {
         if let row = armed[key] {
           found[key] = row
@@ -85,6 +90,7 @@ extension RemoteQueue {
     // Rows another transaction inserted meanwhile: a re-run of theirs, or a race between two
     // first starts; either way attached to as they are.
     let existing = try await statement(
+      on: connection,
       """
       SELECT id, idempotency_key, state, output, error_message, attempt, error_code, generation
       FROM jobkit_remote_tasks WHERE queue = \(name) AND idempotency_key = ANY(\(missing))
@@ -104,9 +110,19 @@ extension RemoteQueue {
   }
 
   /// Runs the prepared `statement` (prepared once per connection) and reads its rows, within
-  /// ``Configuration/statementTimeout`` (see ``statement(_:read:)``).
-  func prepared<Statement: PostgresPreparedStatement>(_ statement: Statement) async throws -> [Statement.Row]
+  /// ``Configuration/statementTimeout`` (see ``statement(_:read:)``); on `connection` if given,
+  /// without time limit.
+  func prepared<Statement: PostgresPreparedStatement>(
+    _ statement: Statement, on connection: PostgresConnection? = nil
+  ) async throws -> [Statement.Row]
   where Statement.Row: Sendable {
+    if let connection {
+      var rows: [Statement.Row] = []
+      for try await row in try await connection.execute(statement, logger: logger) {
+        rows.append(row)
+      }
+      return rows
+    }
     let client = client
     let logger = logger
     return try await bounded {
@@ -134,14 +150,14 @@ struct InsertRowsStatement: PostgresPreparedStatement {
     let row: RemoteRow
   }
 
-  static let name = "jobkit_remote_insert_rows_2"
+  static let name = "jobkit_remote_insert_rows_3"
 
   static let sql = """
     WITH input AS (
-      SELECT * FROM unnest($2::text[], $3::text[], $4::bytea[]) AS i(kind, key, input)
+      SELECT * FROM unnest($2::text[], $3::text[], $4::bytea[], $6::float8[]) AS i(kind, key, input, run_after)
     ), inserted AS (
-      INSERT INTO jobkit_remote_tasks (queue, kind, idempotency_key, input, max_attempts)
-      SELECT $1, kind, key, input, $5 FROM input
+      INSERT INTO jobkit_remote_tasks (queue, kind, idempotency_key, input, max_attempts, run_after)
+      SELECT $1, kind, key, input, $5, greatest(now(), to_timestamp(run_after)) FROM input
       ON CONFLICT (queue, idempotency_key) DO NOTHING
       RETURNING id, idempotency_key, generation
     )
@@ -157,15 +173,18 @@ struct InsertRowsStatement: PostgresPreparedStatement {
   let kinds: [String]
   let keys: [String]
   let inputs: [Data]
+  /// Per row, the earliest start in seconds since 1970 (0: now).
+  let runAfter: [Double]
   let maxAttempts: Int32
 
   func makeBindings() throws -> PostgresBindings {
-    var bindings = PostgresBindings(capacity: 5)
+    var bindings = PostgresBindings(capacity: 6)
     bindings.append(queue)
     bindings.append(kinds)
     bindings.append(keys)
     bindings.append(inputs.map { ByteBuffer(bytes: $0) })
     bindings.append(maxAttempts)
+    bindings.append(runAfter)
     return bindings
   }
 

@@ -42,10 +42,14 @@ extension RemoteQueue {
   /// failed row is left as it is: the task gets its stored outcome (``retryFailed(idempotencyKeys:)``
   /// arms failed rows again).
   ///
-  /// Returns the rows it armed again or freed of a cancel request, by key (none is final).
-  func rearmForRerun(keys: [String]) async throws -> [String: RemoteInsertedRow] {
+  /// Returns the rows it armed again or freed of a cancel request, by key (none is final). On
+  /// `connection` if given (in the caller's transaction).
+  func rearmForRerun(keys: [String], on connection: PostgresConnection? = nil) async throws -> [String:
+    RemoteInsertedRow]
+  {
     let more = Int32(clamping: max(1, configuration.retryPolicy.maxAttempts))
     return try await statement(
+      on: connection,
       """
       UPDATE jobkit_remote_tasks SET generation = generation + 1, cancel_requested = false,
         state = CASE WHEN state = 'cancelled' THEN 'available' ELSE state END,

@@ -4,8 +4,12 @@ struct Options: Equatable {
   enum Mode: Equatable {
     /// Hash the tree at the path (as given).
     case hash(directory: String)
-    /// Be a worker.
+    /// Be a worker: file hashes, and whole trees submitted with `submit`.
     case worker
+    /// Insert the tree's job at the path (as given) into the queue, print its key, exit.
+    case submit(directory: String)
+    /// Wait for the submitted job with this key and print its hashes.
+    case result(key: String)
   }
 
   var mode: Mode
@@ -30,6 +34,8 @@ struct Options: Equatable {
     usage: tree-hash [--dirs] [--progress] DIR
            tree-hash [--dirs] [--progress] --database URL [--queue NAME] [--run ID] [--concurrency N] DIR
            tree-hash worker --database URL [--queue NAME] [--id ID] [--concurrency N] [--lease SECONDS]
+           tree-hash submit --database URL [--queue NAME] [--concurrency N] DIR
+           tree-hash result --database URL [--queue NAME] [--dirs] KEY
 
     Prints the Merkle hash of the directory tree DIR: SHA-256 of each regular file; each
     directory the SHA-256 of its entries in byte order of their names, each "f" or "d", a space,
@@ -50,6 +56,12 @@ struct Options: Equatable {
       --lease SECONDS    a worker's lease on a claimed file: a dead worker's files are hashed
                          again elsewhere this long after its last heartbeat (default: 30)
 
+    The durable mode: `submit` inserts the whole tree as a job that a worker runs (its leaves
+    on the workers too), prints the job's key and exits; `result` waits for that key's job and
+    prints what `tree-hash DIR` prints. A worker killed while it runs the job is replaced by
+    another worker within a lease: the job runs again and the files it hashed are not hashed
+    again.
+
     A worker opens the paths the job sends it: DIR as an absolute path, and a file's path relative
     to it. Workers must see the same tree at the same absolute path as the job.
     """
@@ -57,11 +69,8 @@ struct Options: Equatable {
   /// Parses the arguments after the program's name.
   static func parse(_ arguments: [String]) throws(UsageError) -> Options {
     var rest = arguments[...]
-    var isWorker = false
-    if rest.first == "worker" {
-      isWorker = true
-      rest = rest.dropFirst()
-    }
+    let command = rest.first.map { ["worker", "submit", "result"].contains($0) } == true ? rest.popFirst() : nil
+    let isWorker = command == "worker"
     var options = Options(mode: .worker)
     var directory: String?
     func value(of option: String) throws(UsageError) -> String {
@@ -95,6 +104,12 @@ struct Options: Equatable {
     if isWorker {
       guard directory == nil else { throw UsageError("a worker takes no DIR") }
       guard options.databaseURL != nil else { throw UsageError("a worker needs --database URL") }
+    } else if let command {
+      guard options.databaseURL != nil else { throw UsageError("\(command) needs --database URL") }
+      guard let argument = directory else {
+        throw UsageError(command == "submit" ? "DIR is missing" : "KEY is missing")
+      }
+      options.mode = command == "submit" ? .submit(directory: argument) : .result(key: argument)
     } else {
       guard let directory else { throw UsageError("DIR is missing") }
       options.mode = .hash(directory: directory)

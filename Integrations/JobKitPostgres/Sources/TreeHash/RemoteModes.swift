@@ -25,31 +25,17 @@ func clientLogger() -> Logger {
 func hashRemotely(
   root: String, options: Options, progress: (@Sendable (Int) -> Void)?
 ) async throws -> TreeHashJob {
-  bootstrapLogging
-  let client = PostgresClient(
-    configuration: try .init(url: options.databaseURL ?? ""), backgroundLogger: clientLogger())
-  let queue = RemoteQueue(client: client, name: options.queueName, configuration: .init(), logger: clientLogger())
-  return try await withThrowingTaskGroup(of: Void.self) { group in
-    group.addTask { await client.run() }
-    // Hands the finished rows to the waiting leaves (one LISTEN connection).
-    group.addTask { try await queue.run() }
-    do {
-      try await PostgresClient.Configuration.checkConnection(url: options.databaseURL ?? "", logger: clientLogger())
-      try await queue.migrate()
-      let leaves = RemoteLeafHashing(
-        queue: queue, runID: options.runID ?? UUID().uuidString, maxQueued: options.concurrency ?? 256)
-      let job = TreeHashJob(root: root, leaves: leaves, onFileHashed: progress)
-      try await job.run()
-      group.cancelAll()
-      return job
-    } catch {
-      group.cancelAll()
-      throw error
-    }
+  try await withRemoteQueue(options) { queue in
+    let leaves = RemoteLeafHashing(
+      queue: queue, runID: options.runID ?? UUID().uuidString, maxQueued: options.concurrency ?? 256)
+    let job = TreeHashJob(root: root, leaves: leaves, onFileHashed: progress)
+    try await job.run()
+    return job
   }
 }
 
-/// `tree-hash worker --database URL`: a ``RemoteWorker`` with the ``FileHash`` kind, run with its
+/// `tree-hash worker --database URL`: a ``RemoteWorker`` with the ``FileHash`` kind and the
+/// durable mode's ``TreeHashTree`` kind, run with its
 /// client in a service group until SIGTERM or SIGINT (graceful shutdown: running hashes finish,
 /// the rest goes back to the queue). Returns the exit status.
 ///
@@ -63,8 +49,10 @@ func runWorker(_ options: Options) async -> Int32 {
     let queue = RemoteQueue(client: client, name: options.queueName, configuration: .init(), logger: logger)
     let concurrency = options.concurrency ?? max(1, ProcessInfo.processInfo.activeProcessorCount)
     var configuration = RemoteWorker.Configuration()
-    // Claims no more rows than it hashes at once: the others stay for the other workers.
-    configuration.maxConcurrent = concurrency
+    // Claims no more rows than it hashes at once (the others stay for the other workers), plus
+    // one slot for a tree's job, so that a job waiting for its leaves never holds a slot they
+    // need on this worker.
+    configuration.maxConcurrent = concurrency + 1
     if let seconds = options.leaseSeconds {
       configuration.leaseDuration = .seconds(seconds)
       configuration.heartbeatInterval = .milliseconds(seconds * 1000 / 3)
@@ -75,10 +63,15 @@ func runWorker(_ options: Options) async -> Int32 {
     worker.register(FileHash.self, maxConcurrent: concurrency) { input, _ in
       try FileHash.hash(input)
     }
+    worker.register(TreeHashTree.self, maxConcurrent: 1) { input, _ in
+      try await TreeHashTree.run(input, queue: queue)
+    }
     let group = ServiceGroup(
       configuration: .init(
         services: [
           .init(service: client),
+          // Hands finished rows to the tree's waiting leaves (one LISTEN connection).
+          .init(service: queue),
           .init(
             service: MigratedWorker(url: options.databaseURL ?? "", queue: queue, worker: worker, logger: logger),
             successTerminationBehavior: .gracefullyShutdownGroup, failureTerminationBehavior: .gracefullyShutdownGroup),

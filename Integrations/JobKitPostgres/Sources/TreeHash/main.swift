@@ -25,14 +25,14 @@ do {
 }
 
 /// Prints the tree's hash, or every directory's with `--dirs` (the root first, as `.`).
-func printHashes(of job: TreeHashJob) {
-  guard let rootHash = job.rootHash else { return }
+func printHashes(rootHash: String?, directoryHashes: [String: String]) {
+  guard let rootHash else { return }
   guard options.printsDirectories else {
     print(rootHash)
     return
   }
   var lines = "\(rootHash)  .\n"
-  let others = job.directoryHashes.filter { $0.key != "." }
+  let others = directoryHashes.filter { $0.key != "." }
   for (path, hash) in others.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }) {
     lines += "\(hash)  \(path)\n"
   }
@@ -47,11 +47,9 @@ func printHashes(of job: TreeHashJob) {
 }
 let progress: (@Sendable (Int) -> Void)? = options.reportsProgress ? reportProgress : nil
 
-switch options.mode {
-case .worker:
-  exit(await runWorker(options))
-case .hash(let directory):
-  // The absolute path, symbolic links resolved: workers open the same path.
+/// The absolute path of the directory `directory`, symbolic links resolved (workers open the
+/// same path); ends the process with status 1 if it is none.
+func resolvedDirectory(_ directory: String) -> String {
   guard let resolved = realpath(directory, nil) else {
     writeToStandardError("tree-hash: \(directory): \(String(cString: strerror(errno)))\n")
     exit(1)
@@ -63,6 +61,30 @@ case .hash(let directory):
     writeToStandardError("tree-hash: \(directory): not a directory\n")
     exit(1)
   }
+  return root
+}
+
+switch options.mode {
+case .worker:
+  exit(await runWorker(options))
+case .submit(let directory):
+  let root = resolvedDirectory(directory)
+  do {
+    print(try await submitTree(root: root, options: options))
+  } catch {
+    writeToStandardError("tree-hash: \(error)\n")
+    exit(1)
+  }
+case .result(let key):
+  do {
+    let output = try await awaitTree(key: key, options: options)
+    printHashes(rootHash: output.rootHash, directoryHashes: output.directoryHashes)
+  } catch {
+    writeToStandardError("tree-hash: \(error)\n")
+    exit(1)
+  }
+case .hash(let directory):
+  let root = resolvedDirectory(directory)
   let job: TreeHashJob
   do {
     if options.databaseURL != nil {
@@ -75,5 +97,5 @@ case .hash(let directory):
     writeToStandardError("tree-hash: \(error)\n")
     exit(1)
   }
-  printHashes(of: job)
+  printHashes(rootHash: job.rootHash, directoryHashes: job.directoryHashes)
 }
