@@ -83,7 +83,8 @@ extension DatabaseTests {
           EchoKind.self, EchoKind.Input(text: "far", sleepMilliseconds: 200), idempotencyKey: "shared")
         // Another client and another queue object of the same name: what another process has.
         try await TestDatabase.withClient { otherClient in
-          let other = RemoteQueue(client: otherClient, name: queue.name, configuration: queue.configuration)
+          let other = RemoteQueue(
+            client: otherClient, name: queue.name, configuration: queue.configuration, logger: TestDatabase.logger)
           let found = try await other.handle(for: EchoKind.self, idempotencyKey: "shared")
           #expect(found.id == handle.id)
           #expect(found.idempotencyKey == "shared")
