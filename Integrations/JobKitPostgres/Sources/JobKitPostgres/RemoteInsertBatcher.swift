@@ -5,6 +5,8 @@ struct RemoteNewRow: Sendable {
   let kind: String
   let key: String
   let input: Data
+  /// The task's concurrency key (``RemoteQueue/Limits``); `""`: none.
+  var concurrencyKey = ""
   /// Until when the start's insert is tried again while the database cannot be reached (its
   /// start plus the queue's `reconnectTimeout`): a batch is tried until its earliest deadline.
   var deadline: ContinuousClock.Instant = .now

@@ -43,6 +43,9 @@ open class RemoteWork<Kind: RemoteTaskKind>: Work<Kind.Output>, @unchecked Senda
   public let queue: RemoteQueue
   /// The task's key, unique in its queue.
   public let idempotencyKey: String
+  /// The key the queue's limit per concurrency key counts the task under (a tenant, a domain;
+  /// see ``RemoteQueue/Limits``), stored in its row at insertion; `nil` or empty: none.
+  public let concurrencyKey: String?
   private let rowID: Locked<Int64?>
 
   /// A task that runs `Kind`'s handler on `input` on a worker of `queue`.
@@ -50,9 +53,25 @@ open class RemoteWork<Kind: RemoteTaskKind>: Work<Kind.Output>, @unchecked Senda
     self.input = input
     self.queue = queue
     self.idempotencyKey = idempotencyKey
+    self.concurrencyKey = nil
     let rowID = Locked<Int64?>(nil)
     self.rowID = rowID
     let remote = RemoteCall<Kind>(input: input, queue: queue, key: idempotencyKey, rowID: rowID)
+    super.init(async: { try await remote.execute() })
+  }
+
+  /// A task that runs `Kind`'s handler on `input` on a worker of `queue`, counted under
+  /// `concurrencyKey` by the kind's ``RemoteQueue/Limits/maxRunningPerConcurrencyKey``. A row
+  /// its key had already keeps the concurrency key it was inserted with.
+  public init(_ input: Kind.Input, queue: RemoteQueue, idempotencyKey: String, concurrencyKey: String?) {
+    self.input = input
+    self.queue = queue
+    self.idempotencyKey = idempotencyKey
+    self.concurrencyKey = concurrencyKey
+    let rowID = Locked<Int64?>(nil)
+    self.rowID = rowID
+    let remote = RemoteCall<Kind>(
+      input: input, queue: queue, key: idempotencyKey, concurrencyKey: concurrencyKey, rowID: rowID)
     super.init(async: { try await remote.execute() })
   }
 
@@ -67,6 +86,7 @@ struct RemoteCall<Kind: RemoteTaskKind>: Sendable {
   let input: Kind.Input
   let queue: RemoteQueue
   let key: String
+  var concurrencyKey: String? = nil
   let rowID: Locked<Int64?>
   let kind = Kind.name
 
@@ -76,7 +96,7 @@ struct RemoteCall<Kind: RemoteTaskKind>: Sendable {
     let inserted: (id: Int64, generation: Int32, final: RemoteRow?)
     do {
       inserted = try await queue.retryingWhileUnreachable {
-        try await queue.insert(kind: kind, key: key, input: payload)
+        try await queue.insert(kind: kind, key: key, input: payload, concurrencyKey: concurrencyKey)
       }
     } catch {
       if Task.isCancelled { await cancelRow(generation: nil) }
