@@ -84,6 +84,28 @@ extension DatabaseTests {
       }
     }
 
+    @Test func aRemoteWorkStoresItsConcurrencyKeyInItsRow() async throws {
+      try await TestDatabase.withClient { client in
+        let queue = try await TestDatabase.makeQueue(client)
+        try await TestDatabase.withWorker(queue) { _ in
+          let keyed = RemoteWork<EchoKind>(
+            EchoKind.Input(text: "a"), queue: queue, idempotencyKey: "keyed", concurrencyKey: "tenant-1")
+          let plain = RemoteWork<EchoKind>(EchoKind.Input(text: "b"), queue: queue, idempotencyKey: "plain")
+          let empty = RemoteWork<EchoKind>(
+            EchoKind.Input(text: "c"), queue: queue, idempotencyKey: "empty", concurrencyKey: "")
+          #expect(keyed.concurrencyKey == "tenant-1" && plain.concurrencyKey == nil)
+          for work in [keyed, plain, empty] { _ = try await work.run() }
+        }
+        var stored: [String: String] = [:]
+        for try await (key, concurrencyKey) in try await client.query(
+          "SELECT idempotency_key, concurrency_key FROM jobkit_remote_tasks WHERE queue = \(queue.name)"
+        ).decode((String, String?).self) {
+          stored[key] = concurrencyKey ?? "none"
+        }
+        #expect(stored == ["keyed": "tenant-1", "plain": "none", "empty": "none"])
+      }
+    }
+
     @Test func fourWorkerProcessesNeverRunMoreThanTheLimitsTogether() async throws {
       try await TestDatabase.withClient { client in
         let queue = try await TestDatabase.makeQueue(client)
