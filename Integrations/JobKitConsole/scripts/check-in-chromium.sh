@@ -85,7 +85,7 @@ count() {
 import re, sys
 queue, kind, state, path = sys.argv[1:]
 html = open(path).read()
-row = re.search(r'<tr data-queue="%s" data-kind="%s">(.*?)</tr>' % (re.escape(queue), re.escape(kind)), html, re.S)
+row = re.search(r'<tr data-queue="%s" data-kind="%s"[^>]*>(.*?)</tr>' % (re.escape(queue), re.escape(kind)), html, re.S)
 cell = row and re.search(r'data-state="%s"><a href="[^"]*">(\d+)</a>' % state, row.group(1))
 print(cell.group(1) if cell else "none")
 PY
@@ -139,6 +139,23 @@ timeout 120 "$bin/jobkit-console-seed" complete '<b>mail-1</b>'
 dump "$task" "$work/task-completed.html"
 grep -q 'data-state="completed"' "$work/task-completed.html" || fail "the retried task did not complete"
 echo "retry: with the token the task went back and a worker completed it"
+
+# queue ACTION TOKEN: the status of a pause or resume as the dashboard's form sends it.
+queue() {
+  curl -s --max-time 20 -o /dev/null -w '%{http_code}' -X POST -H "Origin: $base" \
+    -H 'Content-Type: application/x-www-form-urlencoded' --data "queue=console-demo&token=$2" "$base/queues/$1"
+}
+[[ "$(queue pause "")" == 403 ]] || fail "a pause without the token was not refused"
+[[ "$(queue pause "$token")" == 303 ]] || fail "a pause with the token was not accepted"
+dump "$base/" "$work/dashboard-paused.html"
+grep -q '<tr data-queue="console-demo" data-kind="resize-image" data-paused="true">' "$work/dashboard-paused.html" ||
+  fail "the dashboard does not show console-demo paused"
+grep -q 'value="resume"' "$work/dashboard-paused.html" || fail "the dashboard has no resume button"
+[[ "$(queue resume "$token")" == 303 ]] || fail "a resume with the token was not accepted"
+echo "pause: the dashboard shows the paused queue; resumed"
+[[ "$(curl -s --max-time 5 -o /dev/null -w '%{http_code}' -H 'Host: evil.example' "$base/")" == 421 ]] ||
+  fail "a request for another host name was answered"
+echo "host: a request for another host name gets 421 (DNS rebinding)"
 
 kill -TERM "$console_pid"
 for _ in $(seq 1 150); do kill -0 "$console_pid" 2>/dev/null || break; sleep 0.2; done

@@ -11,7 +11,8 @@ import PostgresNIO
 /// `DURABILITY` the server's settings to measure with, in turn each round (default "on off": `on`
 /// is `fsync`, `synchronous_commit` and `full_page_writes` on, the durability a user runs; `off`
 /// all three off, as the test server starts), `BREAKDOWN=1` (each run's statements on standard
-/// error: calls per task and rows per call).
+/// error: calls per task and rows per call), `KIND_LIMIT=N` (the library's drains run under a
+/// limit across workers of N running tasks of the kind: what checking a limit costs).
 struct Settings: Sendable {
   var tasks = 10_000
   var workerCounts = [1, 2, 4]
@@ -20,6 +21,8 @@ struct Settings: Sendable {
   var drainOnly = false
   var durabilities = [true, false]
   var breakdown = false
+  /// The limit across workers of the no-op kind in the library's drains, if any.
+  var kindLimit: Int?
   /// The claim's batch size, the library's default; the floor uses the same.
   var batch = RemoteWorker.Configuration().batchSize
 
@@ -29,6 +32,7 @@ struct Settings: Sendable {
     if let value = environment["ROUNDS"].flatMap(Int.init), value > 0 { rounds = value }
     drainOnly = environment["DRAIN_ONLY"] == "1"
     breakdown = environment["BREAKDOWN"] == "1"
+    kindLimit = environment["KIND_LIMIT"].flatMap(Int.init)
     if let list = environment["DURABILITY"] {
       let modes = list.split(whereSeparator: { $0 == " " || $0 == "," }).compactMap { word -> Bool? in
         word == "on" ? true : word == "off" ? false : nil
@@ -153,6 +157,10 @@ struct Bench: Sendable {
       try await waitForBackends(count: workers, matching: "listen%", containing: md5(queue))
     } else {
       try await waitForBackends(count: workers, matching: "%floor ready%", containing: queue)
+    }
+    if library, let limit = settings.kindLimit {
+      try await RemoteQueue(client: client, name: queue, configuration: .init(), logger: logger)
+        .setLimits(.init(maxRunning: limit), forKind: NoOp.name)
     }
     let before = try await counter.read()
     let breakdownBefore = try await breakdownIfAsked()

@@ -46,7 +46,8 @@ enum Report {
     lines.append(
       "\(settings.tasks) no-op tasks per run, batch \(settings.batch), "
         + "\(ProcessInfo.processInfo.activeProcessorCount) cores, \(settings.rounds) round(s) "
-        + "(medians; a ratio row lists each round's ratio)")
+        + "(medians; a ratio row lists each round's ratio)"
+        + (settings.kindLimit.map { "; the library's drains under a kind limit of \($0) across workers" } ?? ""))
     for (mode, durable) in modes.enumerated() {
       lines.append("")
       lines.append(

@@ -56,5 +56,7 @@ enum ConsoleAssets {
     form.action { display: inline-block; margin-right: 16px; }
     .notice { color: #1b5e20; } .readonly { color: #66707a; }
     nav.pager a { margin-right: 16px; }
+    .paused { background: #b35c00; color: #fff; border-radius: 3px; padding: 0 6px; font-size: 12px; }
+    section.queues form.action { display: block; margin: 4px 0; }
     """
 }

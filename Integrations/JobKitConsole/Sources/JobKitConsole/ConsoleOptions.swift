@@ -1,9 +1,11 @@
 /// The command line of `jobkit-console`:
-/// `jobkit-console --database URL [--listen HOST:PORT] [--token TOKEN]`.
+/// `jobkit-console --database URL [--listen HOST:PORT] [--token TOKEN] [--allow-host NAME]...`.
 ///
 /// `--listen` defaults to `127.0.0.1:8080` (loopback); the token may come from the environment
 /// variable `JOBKIT_CONSOLE_TOKEN` instead (which keeps it out of `ps`). Without a token the
-/// console is read-only.
+/// console is read-only. The console answers to the loopback names and to each `--allow-host`
+/// (``HostAllowlist``, against DNS rebinding): name the host it is reached by when it listens
+/// on another address.
 public struct ConsoleOptions: Sendable, Equatable {
   /// The database's URL, as ``PostgresClient/Configuration/init(url:)`` reads it.
   public var database: String
@@ -13,13 +15,16 @@ public struct ConsoleOptions: Sendable, Equatable {
   public var port: Int
   /// The token actions need, `nil` for a read-only console.
   public var token: String?
+  /// Host names the console answers to besides the loopback ones (`--allow-host`, repeatable).
+  public var allowedHosts: [String] = []
 
   /// The environment variable that may hold the token.
   public static let tokenVariable = "JOBKIT_CONSOLE_TOKEN"
 
   /// The usage line.
   public static let usage =
-    "usage: jobkit-console --database URL [--listen HOST:PORT] [--token TOKEN]   (token also from \(tokenVariable))"
+    "usage: jobkit-console --database URL [--listen HOST:PORT] [--token TOKEN] [--allow-host NAME]...   "
+    + "(token also from \(tokenVariable))"
 
   /// Options with every field given.
   public init(database: String, host: String = "127.0.0.1", port: Int = 8080, token: String? = nil) {
@@ -35,6 +40,7 @@ public struct ConsoleOptions: Sendable, Equatable {
     var database: String?
     var listen: (host: String, port: Int)?
     var token: String?
+    var hosts: [String] = []
     var remaining = arguments[...]
     while let argument = remaining.popFirst() {
       let name: String
@@ -45,7 +51,7 @@ public struct ConsoleOptions: Sendable, Equatable {
       } else {
         name = argument
       }
-      guard ["--database", "--listen", "--token"].contains(name) else {
+      guard ["--database", "--listen", "--token", "--allow-host"].contains(name) else {
         throw ConsoleOptionsError(message: "unknown argument '\(name)'")
       }
       if value == nil { value = remaining.popFirst() }
@@ -53,13 +59,16 @@ public struct ConsoleOptions: Sendable, Equatable {
       switch name {
       case "--database": database = value
       case "--listen": listen = try parseListen(value)
+      case "--allow-host": hosts.append(value)
       default: token = value
       }
     }
     guard let database else { throw ConsoleOptionsError(message: "--database URL is required") }
     let address = listen ?? (host: "127.0.0.1", port: 8080)
-    return ConsoleOptions(
+    var options = ConsoleOptions(
       database: database, host: address.host, port: address.port, token: token ?? environment[tokenVariable])
+    options.allowedHosts = hosts
+    return options
   }
 
   /// Reads `HOST:PORT` (`[::1]:8080` for an IPv6 address).

@@ -31,7 +31,9 @@ enum ConsolePages {
 
   // MARK: Dashboard
 
-  static func dashboard(_ summaries: [RemoteQueue.KindSummary], paths: ConsolePaths) -> HTML {
+  static func dashboard(
+    _ summaries: [RemoteQueue.KindSummary], paused: [String: Date] = [:], paths: ConsolePaths
+  ) -> HTML {
     guard !summaries.isEmpty else {
       return "<p class=\"empty\">No tasks: the table is empty.</p>"
     }
@@ -49,9 +51,11 @@ enum ConsolePages {
       let perMinute = String(format: "%.1f", Double(summary.completedLastFiveMinutes) / 5)
       let expired: HTML =
         summary.expiredLeases > 0 ? "<td class=\"warn\">\(summary.expiredLeases)</td>" : "<td>0</td>"
+      let isPaused = paused[summary.queue] != nil
+      let pausedMark: HTML = isPaused ? " <span class=\"paused\">paused</span>" : ""
       return """
-        <tr data-queue="\(summary.queue)" data-kind="\(summary.kind)">\
-        <td><a href="\(paths.tasks(.init(queue: summary.queue)))">\(summary.queue)</a></td>\
+        <tr data-queue="\(summary.queue)" data-kind="\(summary.kind)" data-paused="\(isPaused)">\
+        <td><a href="\(paths.tasks(.init(queue: summary.queue)))">\(summary.queue)</a>\(pausedMark)</td>\
         <td><a href="\(paths.tasks(filter))">\(summary.kind)</a></td>\(counts)\
         <td class="age">\(summary.oldestAvailableAge.map(age) ?? "–")</td>\(expired)\
         <td class="throughput">\(summary.completedLastMinute)</td><td class="throughput">\(perMinute)</td></tr>

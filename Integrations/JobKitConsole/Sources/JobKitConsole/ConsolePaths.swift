@@ -18,6 +18,9 @@ struct ConsolePaths: Sendable, Equatable {
 
   func action(_ action: String, task id: Int64) -> String { prefix + "/tasks/\(id)/\(action)" }
 
+  /// `pause` or `resume` of the queue named in the form.
+  func queueAction(_ action: String) -> String { prefix + "/queues/\(action)" }
+
   /// The list of tasks that `filter` selects, from `cursor` on.
   func tasks(_ filter: RemoteQueue.TaskFilter = .init(), after cursor: RemoteQueue.TaskCursor? = nil) -> String {
     let items: [(String, String?)] = [

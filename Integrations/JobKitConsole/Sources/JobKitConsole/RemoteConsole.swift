@@ -33,6 +33,9 @@ public struct RemoteConsole: Sendable {
     /// The workers' lease (``JobKitPostgres/RemoteWorker/Configuration/leaseDuration``), to tell
     /// a running task's last heartbeat from its lease's end.
     public var leaseDuration: Duration = .seconds(30)
+    /// The host names the console answers to (``HostAllowlist``, against DNS rebinding): the
+    /// loopback names by default; add the names it is reached by, or `nil` to answer any.
+    public var allowedHosts: [String]? = HostAllowlist.loopback
 
     /// A configuration with `token` (default: read-only) and the defaults: 50 rows a page, a
     /// refresh every 2 s, workers' leases of 30 s.
@@ -63,11 +66,17 @@ public struct RemoteConsole: Sendable {
   /// Adds the console's routes to `router` under `prefix` (`"/jobs"`, or `""` for the root):
   /// `GET prefix` (the dashboard), `GET prefix/tasks` (a list: `queue`, `kind`, `state`, `key`
   /// (a prefix), `field` and `value` (a field of the JSON input), `after` (a cursor)), `GET prefix/tasks/:id`, `POST prefix/tasks/:id/retry`,
-  /// `POST prefix/tasks/:id/cancel`, and the page's script and style sheet.
+  /// `POST prefix/tasks/:id/cancel`, `POST prefix/queues/pause` and `POST prefix/queues/resume`
+  /// (form field `queue`), and the page's script and style sheet. A request for a host name
+  /// that ``Configuration/allowedHosts`` does not list gets a 421.
   public func addRoutes<Context: RequestContext>(to router: some RouterMethods<Context>, atPath prefix: String = "") {
     let paths = ConsolePaths(prefix: prefix)
     let group = paths.prefix.isEmpty ? router.group() : router.group(RouterPath(paths.prefix))
     let console = self
+    if let names = configuration.allowedHosts {
+      group.add(
+        middleware: HostAllowlistMiddleware<Context>(allowlist: HostAllowlist(names), console: self, paths: paths))
+    }
     group.get { request, _ in try await console.dashboard(request, paths) }
     group.get("tasks") { request, _ in try await console.taskList(request, paths) }
     group.get("tasks/:id") { request, context in
@@ -79,6 +88,8 @@ public struct RemoteConsole: Sendable {
     group.post("tasks/:id/cancel") { request, context in
       try await console.act(.cancel, request, id: context.parameters.get("id", as: Int64.self), paths)
     }
+    group.post("queues/pause") { request, _ in try await console.actOnQueue(pause: true, request, paths) }
+    group.post("queues/resume") { request, _ in try await console.actOnQueue(pause: false, request, paths) }
     group.get("console.js") { _, _ in Self.asset(ConsoleAssets.script, type: "text/javascript; charset=utf-8") }
     group.get("console.css") { _, _ in Self.asset(ConsoleAssets.styleSheet, type: "text/css; charset=utf-8") }
   }
@@ -89,8 +100,13 @@ public struct RemoteConsole: Sendable {
     let fragment = request.uri.queryParameters["fragment"] != nil
     do {
       let summaries = try await RemoteQueue.kindSummaries(client: client, logger: logger)
-      let live = ConsolePages.dashboard(summaries, paths: paths)
-      return page(title: "Queues", live: live, fragment: fragment, paths: paths)
+      let paused = try await RemoteQueue.pausedQueues(client: client, logger: logger)
+      let live = ConsolePages.dashboard(summaries, paused: paused, paths: paths)
+      let notice = request.uri.queryParameters["done"].map { String($0) }
+      let controls = ConsolePages.queueControls(
+        queues: Set(summaries.map(\.queue)).union(paused.keys).sorted(), paused: paused,
+        readOnly: actionGuard.isReadOnly, notice: notice, paths: paths)
+      return page(title: "Queues", live: live, after: controls, fragment: fragment, paths: paths)
     } catch {
       return failure(error, fragment: fragment, paths: paths)
     }

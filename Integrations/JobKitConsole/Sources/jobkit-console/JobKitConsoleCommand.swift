@@ -6,7 +6,7 @@ import Logging
 import PostgresNIO
 import ServiceLifecycle
 
-/// `jobkit-console --database URL [--listen HOST:PORT] [--token TOKEN]`: the console's routes at
+/// `jobkit-console --database URL [--listen HOST:PORT] [--token TOKEN] [--allow-host NAME]`: the console's routes at
 /// the root of a server of their own. The PostgreSQL client and the server run in one
 /// `ServiceGroup`; SIGTERM or SIGINT shuts both down gracefully (the server first).
 @main
@@ -28,7 +28,9 @@ struct JobKitConsoleCommand {
     var clientLogger = logger
     clientLogger.logLevel = .warning
     let client = PostgresClient(configuration: database, backgroundLogger: clientLogger)
-    let console = RemoteConsole(client: client, configuration: .init(token: options.token), logger: logger)
+    var configuration = RemoteConsole.Configuration(token: options.token)
+    configuration.allowedHosts = HostAllowlist.loopback + options.allowedHosts
+    let console = RemoteConsole(client: client, configuration: configuration, logger: logger)
     let router = Router()
     console.addRoutes(to: router)
     let readOnly = options.token == nil || options.token?.isEmpty == true

@@ -53,3 +53,31 @@ import Testing
     }
   }
 }
+
+@Suite struct HostAllowlistTests {
+  @Test func theLoopbackNamesPassWithAnyPortAndOthersDoNot() {
+    let allowlist = HostAllowlist(HostAllowlist.loopback)
+    for host in ["localhost", "LOCALHOST:8080", "127.0.0.1:9", "[::1]:8443", "[::1]", "localhost"] {
+      #expect(allowlist.allows(host: host), "\(host)")
+    }
+    for host in ["evil.example", "evil.example:8080", "localhost.evil.example", "127.0.0.2", "[::2]:80", "0.0.0.0"] {
+      #expect(!allowlist.allows(host: host), "\(host)")
+    }
+    // No Host: nothing to check.
+    #expect(allowlist.allows(host: nil))
+  }
+
+  @Test func namesAddedPassCaseAndBracketsAside() {
+    let allowlist = HostAllowlist(HostAllowlist.loopback + ["Jobs.Example.COM", "[fd00::1]"])
+    #expect(allowlist.allows(host: "jobs.example.com:443"))
+    #expect(allowlist.allows(host: "[FD00::1]:8080"))
+    #expect(!allowlist.allows(host: "example.com"))
+  }
+
+  @Test func allowHostFlagsAddNames() throws {
+    let options = try ConsoleOptions.parse(
+      ["--database", ConsoleOptionsTests.url, "--allow-host", "a.example", "--allow-host=b.example"], environment: [:])
+    #expect(options.allowedHosts == ["a.example", "b.example"])
+    #expect(try ConsoleOptions.parse(["--database", ConsoleOptionsTests.url], environment: [:]).allowedHosts == [])
+  }
+}

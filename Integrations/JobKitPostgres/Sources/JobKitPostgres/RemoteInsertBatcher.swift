@@ -7,6 +7,8 @@ struct RemoteNewRow: Sendable {
   let input: Data
   /// The earliest start (``RemoteQueue/enqueue(_:_:idempotencyKey:runAt:)``); `nil`: now.
   var runAfter: Date? = nil
+  /// The task's concurrency key (``RemoteQueue/Limits``); `""`: none.
+  var concurrencyKey = ""
   /// Until when the start's insert is tried again while the database cannot be reached (its
   /// start plus the queue's `reconnectTimeout`): a batch is tried until its earliest deadline.
   var deadline: ContinuousClock.Instant = .now

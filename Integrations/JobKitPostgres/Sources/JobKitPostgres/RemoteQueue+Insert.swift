@@ -13,11 +13,11 @@ extension RemoteQueue {
   /// Inserts the task's row, or attaches to the row its key already has (re-armed first if it
   /// was cancelled, see ``rearmForRerun(keys:on:)``), with the starts that arrive together. Returns
   /// the row's id, its generation and, if that row is final, its outcome.
-  func insert(kind: String, key: String, input: Data, runAfter: Date? = nil) async throws -> (
-    id: Int64, generation: Int32, final: RemoteRow?
-  ) {
+  func insert(
+    kind: String, key: String, input: Data, runAfter: Date? = nil, concurrencyKey: String? = nil
+  ) async throws -> (id: Int64, generation: Int32, final: RemoteRow?) {
     let row = RemoteNewRow(
-      kind: kind, key: key, input: input, runAfter: runAfter,
+      kind: kind, key: key, input: input, runAfter: runAfter, concurrencyKey: concurrencyKey ?? "",
       deadline: ContinuousClock.now + configuration.reconnectTimeout)
     let inserted = try await inserts.insert(row) { rows in
       try await self.insertBatch(rows)
@@ -61,7 +61,8 @@ extension RemoteQueue {
     let insert = InsertRowsStatement(
       queue: name, kinds: rows.map(\.kind), keys: rows.map(\.key), inputs: rows.map(\.input),
       runAfter: rows.map { $0.runAfter?.timeIntervalSince1970 ?? 0 },
-      maxAttempts: Int32(clamping: max(1, configuration.retryPolicy.maxAttempts)))
+      maxAttempts: Int32(clamping: max(1, configuration.retryPolicy.maxAttempts)),
+      concurrencyKeys: rows.map(\.concurrencyKey))
     var found: [String: RemoteInsertedRow] = [:]
     var attached: [String] = []
     let returned = try await prepared(insert, on: connection)
@@ -150,14 +151,15 @@ struct InsertRowsStatement: PostgresPreparedStatement {
     let row: RemoteRow
   }
 
-  static let name = "jobkit_remote_insert_rows_3"
+  static let name = "jobkit_remote_insert_rows_4"
 
   static let sql = """
     WITH input AS (
-      SELECT * FROM unnest($2::text[], $3::text[], $4::bytea[], $6::float8[]) AS i(kind, key, input, run_after)
+      SELECT * FROM unnest($2::text[], $3::text[], $4::bytea[], $6::float8[], $7::text[])
+        AS i(kind, key, input, run_after, ck)
     ), inserted AS (
-      INSERT INTO jobkit_remote_tasks (queue, kind, idempotency_key, input, max_attempts, run_after)
-      SELECT $1, kind, key, input, $5, greatest(now(), to_timestamp(run_after)) FROM input
+      INSERT INTO jobkit_remote_tasks (queue, kind, idempotency_key, input, max_attempts, run_after, concurrency_key)
+      SELECT $1, kind, key, input, $5, greatest(now(), to_timestamp(run_after)), nullif(ck, '') FROM input
       ON CONFLICT (queue, idempotency_key) DO NOTHING
       RETURNING id, idempotency_key, generation
     )
@@ -176,15 +178,18 @@ struct InsertRowsStatement: PostgresPreparedStatement {
   /// Per row, the earliest start in seconds since 1970 (0: now).
   let runAfter: [Double]
   let maxAttempts: Int32
+  /// `""`: none.
+  var concurrencyKeys: [String] = []
 
   func makeBindings() throws -> PostgresBindings {
-    var bindings = PostgresBindings(capacity: 6)
+    var bindings = PostgresBindings(capacity: 7)
     bindings.append(queue)
     bindings.append(kinds)
     bindings.append(keys)
     bindings.append(inputs.map { ByteBuffer(bytes: $0) })
     bindings.append(maxAttempts)
     bindings.append(runAfter)
+    bindings.append(concurrencyKeys.count == keys.count ? concurrencyKeys : keys.map { _ in "" })
     return bindings
   }
 

@@ -89,6 +89,74 @@ enum RemoteSchema {
         """
       ]
     ),
+    (
+      5,
+      [
+        // Per-queue settings (RemoteQueue+Pause.swift): a paused queue's workers claim nothing.
+        """
+        CREATE TABLE jobkit_remote_queues (
+          queue text PRIMARY KEY,
+          paused_at timestamptz
+        )
+        """,
+        // Limits across workers (RemoteQueue+Limits.swift): per kind, running rows in all and
+        // per concurrency key.
+        """
+        ALTER TABLE jobkit_remote_tasks ADD COLUMN concurrency_key text
+        """,
+        """
+        CREATE TABLE jobkit_remote_limits (
+          queue text NOT NULL,
+          kind text NOT NULL,
+          max_running integer CHECK (max_running >= 0),
+          max_running_per_key integer CHECK (max_running_per_key >= 0),
+          PRIMARY KEY (queue, kind)
+        )
+        """,
+        // The console's task list, newest first, reads this index backwards and stops at its
+        // page (at 200,000 rows: 0.1 ms instead of a 160 ms scan and sort).
+        """
+        CREATE INDEX jobkit_remote_tasks_created ON jobkit_remote_tasks (created_at, id)
+        """,
+        """
+        CREATE INDEX jobkit_remote_tasks_running_kind ON jobkit_remote_tasks (queue, kind, concurrency_key)
+          WHERE state = 'running'
+        """,
+        // The room each limited kind (and concurrency key) of a queue has now: a row per limited
+        // kind (kind_room: NULL without a kind limit; per_key: the limit per key), a row per
+        // running key (key_room). Volatile, so its count reads a snapshot taken after the lock:
+        // every claim of a queue with limits holds the queue's transaction lock from here to
+        // its commit, so it counts every claim before it.
+        """
+        CREATE FUNCTION jobkit_remote_limit_room(p_queue text)
+        RETURNS TABLE (kind text, concurrency_key text, kind_room integer, per_key integer, key_room integer)
+        LANGUAGE plpgsql VOLATILE AS $$
+        BEGIN
+          IF NOT EXISTS (SELECT 1 FROM jobkit_remote_limits l WHERE l.queue = p_queue) THEN
+            RETURN;
+          END IF;
+          PERFORM pg_advisory_xact_lock(hashtextextended('jobkit_remote_limits/' || p_queue, 0));
+          RETURN QUERY
+            WITH running AS (
+              SELECT t.kind, t.concurrency_key, count(*)::integer AS n FROM jobkit_remote_tasks t
+              WHERE t.queue = p_queue AND t.state = 'running'
+                AND t.kind IN (SELECT l.kind FROM jobkit_remote_limits l WHERE l.queue = p_queue)
+              GROUP BY t.kind, t.concurrency_key
+            )
+            SELECT l.kind, NULL::text,
+              CASE WHEN l.max_running IS NOT NULL THEN
+                greatest(0, l.max_running - coalesce((SELECT sum(r.n) FROM running r WHERE r.kind = l.kind), 0))::integer END,
+              l.max_running_per_key, NULL::integer
+            FROM jobkit_remote_limits l WHERE l.queue = p_queue
+            UNION ALL
+            SELECT r.kind, r.concurrency_key, NULL::integer, NULL::integer, greatest(0, l.max_running_per_key - r.n)
+            FROM running r JOIN jobkit_remote_limits l ON l.queue = p_queue AND l.kind = r.kind
+            WHERE r.concurrency_key IS NOT NULL AND l.max_running_per_key IS NOT NULL;
+        END
+        $$
+        """,
+      ]
+    ),
   ]
 
   /// The newest version this library knows.

@@ -35,7 +35,8 @@ import JobKit
 ///   `RemoteWork` with the **same** key attaches to the failed row and gets its failure again;
 ///   give each attempt its own key, or rely on the worker's retries (``RemoteQueue/Configuration/maxAttempts``).
 open class RemoteWork<Kind: RemoteTaskKind>: Work<Kind.Output>, @unchecked Sendable {
-  // @unchecked Sendable: the stored properties are immutable; the row id lives in a locked box.
+  // @unchecked Sendable: the stored properties are immutable; the row id and the concurrency key
+  // live in locked boxes.
 
   /// The input sent to the worker.
   public let input: Kind.Input
@@ -44,6 +45,8 @@ open class RemoteWork<Kind: RemoteTaskKind>: Work<Kind.Output>, @unchecked Senda
   /// The task's key, unique in its queue.
   public let idempotencyKey: String
   private let rowID: Locked<Int64?>
+  /// Set once, by the initializer that takes it, before the task can start.
+  private let concurrencyKeyBox: Locked<String?>
 
   /// A task that runs `Kind`'s handler on `input` on a worker of `queue`.
   public init(_ input: Kind.Input, queue: RemoteQueue, idempotencyKey: String) {
@@ -52,8 +55,25 @@ open class RemoteWork<Kind: RemoteTaskKind>: Work<Kind.Output>, @unchecked Senda
     self.idempotencyKey = idempotencyKey
     let rowID = Locked<Int64?>(nil)
     self.rowID = rowID
-    let remote = RemoteCall<Kind>(input: input, queue: queue, key: idempotencyKey, rowID: rowID)
+    let concurrencyKey = Locked<String?>(nil)
+    self.concurrencyKeyBox = concurrencyKey
+    let remote = RemoteCall<Kind>(
+      input: input, queue: queue, key: idempotencyKey, concurrencyKey: concurrencyKey, rowID: rowID)
     super.init(async: { try await remote.execute() })
+  }
+
+  /// A task that runs `Kind`'s handler on `input` on a worker of `queue`, counted under
+  /// `concurrencyKey` by the kind's ``RemoteQueue/Limits/maxRunningPerConcurrencyKey``. A row
+  /// its key had already keeps the concurrency key it was inserted with.
+  public convenience init(_ input: Kind.Input, queue: RemoteQueue, idempotencyKey: String, concurrencyKey: String?) {
+    self.init(input, queue: queue, idempotencyKey: idempotencyKey)
+    concurrencyKeyBox.withLock { $0 = concurrencyKey }
+  }
+
+  /// The key the queue's limit per concurrency key counts the task under (a tenant, a domain;
+  /// see ``RemoteQueue/Limits``), stored in its row at insertion; `nil` or empty: none.
+  public var concurrencyKey: String? {
+    concurrencyKeyBox.withLock { $0 }
   }
 
   /// The id of the task's row once its start inserted or found it, else `nil`.
@@ -67,6 +87,7 @@ struct RemoteCall<Kind: RemoteTaskKind>: Sendable {
   let input: Kind.Input
   let queue: RemoteQueue
   let key: String
+  let concurrencyKey: Locked<String?>
   let rowID: Locked<Int64?>
   let kind = Kind.name
 
@@ -76,7 +97,7 @@ struct RemoteCall<Kind: RemoteTaskKind>: Sendable {
     let inserted: (id: Int64, generation: Int32, final: RemoteRow?)
     do {
       inserted = try await queue.retryingWhileUnreachable {
-        try await queue.insert(kind: kind, key: key, input: payload)
+        try await queue.insert(kind: kind, key: key, input: payload, concurrencyKey: concurrencyKey.withLock { $0 })
       }
     } catch {
       if Task.isCancelled { await cancelRow(generation: nil) }

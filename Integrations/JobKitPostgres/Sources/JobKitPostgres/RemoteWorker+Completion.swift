@@ -28,6 +28,7 @@ extension RemoteWorker {
       state.outcomes.append((row, outcome))
       return (wakeClaims, true)
     }
+    if store { metrics.ran(kind: row.kind, for: ContinuousClock.now - row.claimedAt) }
     if store { completions.signal() } else { drained.signal() }
     if wakeClaims { wake.signal() }
   }
@@ -115,6 +116,9 @@ extension RemoteWorker {
         default: state.statistics.failed += 1
         }
       }
+    }
+    if let stored {
+      for (row, _) in outcomes { metrics.stored(kind: row.kind, state: stored[row.id]) }
     }
     for row in stale {
       logger.warning(

@@ -4,7 +4,8 @@ import Logging
 import PostgresNIO
 
 /// The worker's loops: claim (with the rescue of expired leases), listen, heartbeat, shutdown.
-/// The prune loop is in `RemoteWorker+Prune.swift`.
+/// The claim statement is in `RemoteWorker+Claim.swift`, the prune loop in
+/// `RemoteWorker+Prune.swift`.
 extension RemoteWorker {
   /// A claimed row.
   struct ClaimedRow: Sendable {
@@ -15,6 +16,8 @@ extension RemoteWorker {
     let key: String
     /// Its lease expired before (its worker died holding it): it runs alone.
     var suspect = false
+    /// When this worker claimed it (its run time is measured from here).
+    var claimedAt = ContinuousClock.now
   }
 
   /// Claims rows while slots are free, as ``RemoteWorkerClaimStateMachine`` decides: batches,
@@ -123,55 +126,6 @@ extension RemoteWorker {
       state.withLock { $0.statistics.rescued += count }
       logger.info("expired leases returned", metadata: ["worker": "\(id)", "rows": "\(count)"])
     }
-  }
-
-  /// Claims up to `limit` available rows, oldest first; with `mayTakeSuspect`, a suspect row
-  /// instead, alone. Without it, claims nothing while a suspect row waits, so that this worker's
-  /// handlers end and it can take the suspect. A row whose job asked for a cancel (handed back
-  /// before its worker saw the request) is made cancelled on the way, never skipped.
-  func claim(limit: Int, mayTakeSuspect: Bool, owner: String) async throws -> [ClaimedRow] {
-    let lease = configuration.leaseDuration.seconds
-    let claimed = try await queue.statement(
-      """
-      WITH suspect AS (
-        SELECT id FROM jobkit_remote_tasks
-        WHERE \(mayTakeSuspect) AND queue = \(queue.name) AND state = 'available' AND suspect AND run_after <= now()
-        ORDER BY run_after, id LIMIT 1
-        FOR UPDATE SKIP LOCKED
-      ), next AS (
-        SELECT id FROM jobkit_remote_tasks
-        WHERE queue = \(queue.name) AND state = 'available' AND run_after <= now() AND NOT suspect
-          AND NOT EXISTS (SELECT 1 FROM suspect)
-          AND (\(mayTakeSuspect) OR NOT EXISTS (
-            SELECT 1 FROM jobkit_remote_tasks s
-            WHERE s.queue = \(queue.name) AND s.state = 'available' AND s.suspect AND s.run_after <= now()))
-        ORDER BY run_after, id LIMIT \(Int64(limit))
-        FOR UPDATE SKIP LOCKED
-      ), picked AS (
-        SELECT id FROM suspect UNION ALL SELECT id FROM next
-      )
-      UPDATE jobkit_remote_tasks t SET
-        state = CASE WHEN t.cancel_requested THEN 'cancelled' ELSE 'running' END,
-        attempt = CASE WHEN t.cancel_requested THEN t.attempt ELSE t.attempt + 1 END,
-        owner = CASE WHEN t.cancel_requested THEN NULL ELSE \(owner) END,
-        lease_expires_at = CASE WHEN t.cancel_requested THEN NULL ELSE now() + make_interval(secs => \(lease)) END,
-        finished_at = CASE WHEN t.cancel_requested THEN now() END
-      FROM picked WHERE t.id = picked.id
-      RETURNING t.id, t.kind, t.input, t.attempt, t.idempotency_key, t.suspect, t.state
-      """
-    ) { rows in
-      var claimed: [ClaimedRow] = []
-      for try await row in rows.decode((Int64, String, Data, Int32, String, Bool, String).self) where row.6 == "running"
-      {
-        claimed.append(
-          ClaimedRow(id: row.0, kind: row.1, input: row.2, attempt: Int(row.3), key: row.4, suspect: row.5))
-      }
-      return claimed
-    }
-    if !claimed.isEmpty {
-      state.withLock { $0.statistics.claimed += claimed.count }
-    }
-    return claimed
   }
 
   /// The running rows `owner` (this run of the worker) holds that are not in `known`: rows of a

@@ -11,7 +11,7 @@ extension RemoteWorker {
     var failing = false
     while !Task.isCancelled {
       do {
-        try await queue.prune()
+        metrics.pruned(try await queue.prune())
         failing = false
       } catch {
         if Task.isCancelled { return }

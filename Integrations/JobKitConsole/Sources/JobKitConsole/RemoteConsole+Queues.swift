@@ -1,0 +1,43 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import JobKitPostgres
+
+/// The console's actions on a whole queue: pause and resume, through the queue's own
+/// statements (``JobKitPostgres/RemoteQueue/pause()``, ``JobKitPostgres/RemoteQueue/resume()``).
+extension RemoteConsole {
+  /// Pauses (`pause`) or resumes the queue named by the form field `queue`, after the same
+  /// checks as a task's actions; back to the dashboard with a notice.
+  func actOnQueue(pause: Bool, _ request: Request, _ paths: ConsolePaths) async throws -> Response {
+    var request = request
+    let body = try await request.collectBody(upTo: 16 * 1024)
+    let form = Self.formFields(String(buffer: body))
+    let verdict = actionGuard.check(
+      token: request.headers[Self.tokenHeader] ?? form["token"], origin: request.headers[.origin],
+      fetchSite: request.headers[Self.fetchSiteHeader], host: request.head.authority)
+    let action = pause ? "pause" : "resume"
+    guard verdict == .allowed else {
+      logger.notice(
+        "jobkit-console: an action was refused",
+        metadata: ["action": "\(action)", "queue": "\(form["queue"] ?? "?")", "verdict": "\(verdict)"])
+      return message(status: .forbidden, Self.refusal(verdict), paths: paths)
+    }
+    guard let name = form["queue"], !name.isEmpty else {
+      return message(status: .badRequest, "No queue named: the form field queue is missing.", paths: paths)
+    }
+    do {
+      let queue = RemoteQueue(client: client, name: name, configuration: .init(), logger: logger)
+      if pause {
+        try await queue.pause()
+      } else {
+        try await queue.resume()
+      }
+      logger.info("jobkit-console: queue \(action)d", metadata: ["queue": "\(name)"])
+      var headers = HTTPFields()
+      headers[.location] = paths.dashboard + "?done=" + action + "d"
+      return Response(status: .seeOther, headers: headers)
+    } catch {
+      return failure(error, fragment: false, paths: paths)
+    }
+  }
+}
