@@ -42,7 +42,8 @@ extension DatabaseTests {
     @Test func aClaimTakesWhatTheKindsRoomAndEachKeysRoomAllow() async throws {
       try await TestDatabase.withClient { client in
         let queue = try await TestDatabase.makeQueue(client)
-        let worker = RemoteWorker(queue: queue, id: "w", configuration: TestDatabase.workerConfiguration())
+        let worker = RemoteWorker(
+          queue: queue, id: "w", configuration: TestDatabase.workerConfiguration(), logger: TestDatabase.logger)
         func claim(_ limit: Int = 20) async throws -> [String] {
           try await worker.claim(limit: limit, mayTakeSuspect: false, owner: "o").map(\.key).sorted()
         }
@@ -65,7 +66,8 @@ extension DatabaseTests {
 
         // Per concurrency key: one running row per key; rows without a key are not held.
         let keyed = try await TestDatabase.makeQueue(client)
-        let keyedWorker = RemoteWorker(queue: keyed, id: "w", configuration: TestDatabase.workerConfiguration())
+        let keyedWorker = RemoteWorker(
+          queue: keyed, id: "w", configuration: TestDatabase.workerConfiguration(), logger: TestDatabase.logger)
         try await keyed.setLimits(.init(maxRunningPerConcurrencyKey: 1), forKind: "echo")
         try await Self.insert(
           client, keyed.name,

@@ -18,7 +18,8 @@ extension DatabaseTests {
         var queueConfiguration = RemoteQueue.Configuration()
         queueConfiguration.pollInterval = .milliseconds(250)
         let queue = RemoteQueue(
-          client: client, name: TestDatabase.uniqueName("metrics"), configuration: queueConfiguration)
+          client: client, name: TestDatabase.uniqueName("metrics"), configuration: queueConfiguration,
+          logger: TestDatabase.logger)
         try await queue.migrate()
         try await TestSupport.prepare(client)
         // Three completed rows past the default retention (a day), for the worker's first prune.

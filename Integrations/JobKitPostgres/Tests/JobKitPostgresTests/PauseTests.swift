@@ -17,7 +17,8 @@ extension DatabaseTests {
         let queue = try await TestDatabase.makeQueue(client)
         let other = try await TestDatabase.makeQueue(client)
         // Another process's object for the same queue.
-        let sameName = RemoteQueue(client: client, name: queue.name, configuration: queue.configuration)
+        let sameName = RemoteQueue(
+          client: client, name: queue.name, configuration: queue.configuration, logger: TestDatabase.logger)
         try await Self.insert(client, queue.name, ["a", "b"])
         try await Self.insert(client, queue.name, ["suspect"], suspect: true)
         try await Self.insert(client, other.name, ["c"])
@@ -31,10 +32,12 @@ extension DatabaseTests {
         let paused = try await RemoteQueue.pausedQueues(client: client, logger: Logger(label: "test"))
         #expect(paused.keys.contains(queue.name) && !paused.keys.contains(other.name))
 
-        let worker = RemoteWorker(queue: sameName, id: "w", configuration: TestDatabase.workerConfiguration())
+        let worker = RemoteWorker(
+          queue: sameName, id: "w", configuration: TestDatabase.workerConfiguration(), logger: TestDatabase.logger)
         #expect(try await worker.claim(limit: 10, mayTakeSuspect: true, owner: "o").isEmpty)
         #expect(try await worker.claim(limit: 10, mayTakeSuspect: false, owner: "o").isEmpty)
-        let otherWorker = RemoteWorker(queue: other, id: "w", configuration: TestDatabase.workerConfiguration())
+        let otherWorker = RemoteWorker(
+          queue: other, id: "w", configuration: TestDatabase.workerConfiguration(), logger: TestDatabase.logger)
         #expect(try await otherWorker.claim(limit: 10, mayTakeSuspect: true, owner: "o").map(\.key) == ["c"])
         #expect(try await TestDatabase.rows(client, queue: queue.name).values.allSatisfy { $0.state == "available" })
 

@@ -47,7 +47,8 @@ struct PruneMeasureTests {
       INSERT INTO jobkit_remote_tasks (queue, kind, idempotency_key, input, max_attempts)
       SELECT \(queue.name), 'echo', 'a-' || g, '\\x7b7d'::bytea, 5 FROM generate_series(1, 1000) AS g
       """)
-    let worker = RemoteWorker(queue: queue, id: "measure", configuration: TestDatabase.workerConfiguration())
+    let worker = RemoteWorker(
+      queue: queue, id: "measure", configuration: TestDatabase.workerConfiguration(), logger: TestDatabase.logger)
     let clock = ContinuousClock()
     var samples: [Double] = []
     for _ in 0..<300 {
