@@ -13,11 +13,12 @@ extension RemoteQueue {
   /// Inserts the task's row, or attaches to the row its key already has (re-armed first if it
   /// was cancelled, see ``rearmForRerun(keys:)``), with the starts that arrive together. Returns
   /// the row's id, its generation and, if that row is final, its outcome.
-  func insert(kind: String, key: String, input: Data) async throws -> (
+  func insert(kind: String, key: String, input: Data, parentID: Int64 = 0) async throws -> (
     id: Int64, generation: Int32, final: RemoteRow?
   ) {
     let row = RemoteNewRow(
-      kind: kind, key: key, input: input, deadline: ContinuousClock.now + configuration.reconnectTimeout)
+      kind: kind, key: key, input: input, parentID: parentID,
+      deadline: ContinuousClock.now + configuration.reconnectTimeout)
     let inserted = try await inserts.insert(row) { rows in
       try await self.insertBatch(rows)
     }
@@ -56,7 +57,7 @@ extension RemoteQueue {
   private func insertRows(_ rows: [RemoteNewRow]) async throws -> [String: RemoteInsertedRow] {
     let insert = InsertRowsStatement(
       queue: name, kinds: rows.map(\.kind), keys: rows.map(\.key), inputs: rows.map(\.input),
-      maxAttempts: Int32(clamping: max(1, configuration.maxAttempts)))
+      maxAttempts: Int32(clamping: max(1, configuration.maxAttempts)), parents: rows.map(\.parentID))
     var found: [String: RemoteInsertedRow] = [:]
     var attached: [String] = []
     let returned = try await prepared(insert)
@@ -134,14 +135,14 @@ struct InsertRowsStatement: PostgresPreparedStatement {
     let row: RemoteRow
   }
 
-  static let name = "jobkit_remote_insert_rows_2"
+  static let name = "jobkit_remote_insert_rows_3"
 
   static let sql = """
     WITH input AS (
-      SELECT * FROM unnest($2::text[], $3::text[], $4::bytea[]) AS i(kind, key, input)
+      SELECT * FROM unnest($2::text[], $3::text[], $4::bytea[], $6::bigint[]) AS i(kind, key, input, parent)
     ), inserted AS (
-      INSERT INTO jobkit_remote_tasks (queue, kind, idempotency_key, input, max_attempts)
-      SELECT $1, kind, key, input, $5 FROM input
+      INSERT INTO jobkit_remote_tasks (queue, kind, idempotency_key, input, max_attempts, parent_id)
+      SELECT $1, kind, key, input, $5, NULLIF(parent, 0) FROM input
       ON CONFLICT (queue, idempotency_key) DO NOTHING
       RETURNING id, idempotency_key, generation
     )
@@ -158,14 +159,17 @@ struct InsertRowsStatement: PostgresPreparedStatement {
   let keys: [String]
   let inputs: [Data]
   let maxAttempts: Int32
+  /// Each row's parent row (0: none).
+  let parents: [Int64]
 
   func makeBindings() throws -> PostgresBindings {
-    var bindings = PostgresBindings(capacity: 5)
+    var bindings = PostgresBindings(capacity: 6)
     bindings.append(queue)
     bindings.append(kinds)
     bindings.append(keys)
     bindings.append(inputs.map { ByteBuffer(bytes: $0) })
     bindings.append(maxAttempts)
+    bindings.append(parents)
     return bindings
   }
 

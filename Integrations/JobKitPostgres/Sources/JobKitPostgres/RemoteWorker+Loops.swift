@@ -15,6 +15,8 @@ extension RemoteWorker {
     let key: String
     /// Its lease expired before (its worker died holding it): it runs alone.
     var suspect = false
+    /// How long ago its first attempt was claimed, by the database's clock.
+    var sinceFirstStart: Duration = .zero
   }
 
   /// Claims rows while slots are free, as ``RemoteWorkerClaimStateMachine`` decides: batches,
@@ -37,11 +39,12 @@ extension RemoteWorker {
           lastRescue = clock.now
         }
         let action = state.withLock { state in
-          state.claims.next(handlersRunning: state.handlersRunning, rowsHeld: state.running.count)
+          state.claims.next(
+            handlersRunning: state.handlersRunning, rowsHeld: state.running.count - state.handlersWaiting)
         }
         let adopted = state.withLock { state in
           defer { state.adopted = [] }
-          return state.adopted
+          return state.adopted.filter { state.claims.mayRunAdopted($0.id, attempt: $0.attempt) }
         }
         for row in adopted { dispatch(row, owner: owner) }
         switch action {
@@ -153,16 +156,20 @@ extension RemoteWorker {
         attempt = CASE WHEN t.cancel_requested THEN t.attempt ELSE t.attempt + 1 END,
         owner = CASE WHEN t.cancel_requested THEN NULL ELSE \(owner) END,
         lease_expires_at = CASE WHEN t.cancel_requested THEN NULL ELSE now() + make_interval(secs => \(lease)) END,
-        finished_at = CASE WHEN t.cancel_requested THEN now() END
+        finished_at = CASE WHEN t.cancel_requested THEN now() END,
+        first_started_at = coalesce(t.first_started_at, now())
       FROM picked WHERE t.id = picked.id
-      RETURNING t.id, t.kind, t.input, t.attempt, t.idempotency_key, t.suspect, t.state
+      RETURNING t.id, t.kind, t.input, t.attempt, t.idempotency_key, t.suspect, t.state,
+        (extract(epoch FROM now() - coalesce(t.first_started_at, now())) * 1000)::bigint
       """
     ) { rows in
       var claimed: [ClaimedRow] = []
-      for try await row in rows.decode((Int64, String, Data, Int32, String, Bool, String).self) where row.6 == "running"
-      {
+      for try await row in rows.decode((Int64, String, Data, Int32, String, Bool, String, Int64).self)
+      where row.6 == "running" {
         claimed.append(
-          ClaimedRow(id: row.0, kind: row.1, input: row.2, attempt: Int(row.3), key: row.4, suspect: row.5))
+          ClaimedRow(
+            id: row.0, kind: row.1, input: row.2, attempt: Int(row.3), key: row.4, suspect: row.5,
+            sinceFirstStart: .milliseconds(row.7)))
       }
       return claimed
     }
@@ -197,15 +204,18 @@ extension RemoteWorker {
   /// Starts the handler of a claimed row as a task of the worker's job, or fails the row if its
   /// kind has no handler here.
   func dispatch(_ row: ClaimedRow, owner: String) {
-    let context = RemoteTaskContext(attempt: row.attempt, taskID: row.id, idempotencyKey: row.key, workerID: id)
+    var context = RemoteTaskContext(attempt: row.attempt, taskID: row.id, idempotencyKey: row.key, workerID: id)
+    context.sinceFirstStart = row.sinceFirstStart
     // A row already held (a lost claim's row, found twice) runs once. Only the claim loop
     // dispatches, so the look-up and the insert below do not race.
     if state.withLock({ $0.running[row.id] != nil }) { return }
+    let scope = makeScope(for: row)
     let (task, setLimit) = state.withLock { state -> (Work<HandlerOutcome>?, (@Sendable () -> Void)?) in
       guard let registration = state.registrations[row.kind] else { return (nil, nil) }
       // Made under the lock: `makeTask` only builds the operation, it runs nothing.
-      let task = registration.makeTask(row.input, context)
-      state.running[row.id] = WorkerState.Running(attempt: row.attempt, task: task)
+      let task = registration.makeTask(row.input, context, scope)
+      state.running[row.id] = WorkerState.Running(attempt: row.attempt, task: task, scope: scope)
+      state.claims.runs(row.id, attempt: row.attempt)
       state.handlersRunning += 1
       let first = state.limitsSet.insert(row.kind).inserted
       return (task, first ? registration.setLimit : nil)
@@ -279,18 +289,19 @@ extension RemoteWorker {
           return kept
         }
         // A row that finished meanwhile is not lost: only handlers still running are looked at.
-        let (toCancel, lost) = state.withLock { state -> ([Operation], [Int64]) in
+        let (toCancel, lost) = state.withLock { state -> ([Operation], [(Int64, DurableScope?)]) in
           var toCancel: [Operation] = []
-          var lost: [Int64] = []
+          var lost: [(Int64, DurableScope?)] = []
           for id in ids {
             guard let running = state.running[id], !running.finishing, !running.handedBack, kept[id] != false
             else { continue }
             toCancel.append(running.task)
-            if kept[id] == nil { lost.append(id) }
+            if kept[id] == nil { lost.append((id, running.scope)) }
           }
           return (toCancel, lost)
         }
-        for id in lost {
+        for (id, scope) in lost {
+          scope?.abandon()
           logger.warning(
             "lease lost (the row was taken back); cancelling its handler",
             metadata: ["worker": "\(self.id)", "task": "\(id)"])
@@ -340,17 +351,21 @@ extension RemoteWorker {
     while !state.withLock({ $0.running.isEmpty }), clock.now < deadline {
       await drained.wait(timeout: min(.milliseconds(100), deadline - clock.now))
     }
-    let (ids, tasks) = state.withLock { state -> ([Int64], [Operation]) in
+    let (ids, tasks, scopes) = state.withLock { state -> ([Int64], [Operation], [DurableScope]) in
       var ids: [Int64] = []
       var tasks: [Operation] = []
+      var scopes: [DurableScope] = []
       for (id, running) in state.running where !running.handedBack && !running.finishing {
         state.running[id]?.handedBack = true
         ids.append(id)
         tasks.append(running.task)
+        if let scope = running.scope { scopes.append(scope) }
       }
-      return (ids, tasks)
+      return (ids, tasks, scopes)
     }
     guard !ids.isEmpty else { return }
+    // Handed back, the rows run again elsewhere: their children are left to the new runs.
+    for scope in scopes { scope.abandon() }
     do {
       let count = try await queue.statement(
         """

@@ -1,0 +1,72 @@
+import Foundation
+import JobKit
+import JobKitPostgres
+import PostgresNIO
+import RemoteTestSupport
+import Testing
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+extension DatabaseTests {
+  /// A durable job's process killed (`kill -9`): another worker runs the job again, attached to
+  /// its children's rows.
+  @Suite
+  struct DurableRecoveryTests {
+    @Test func aKilledJobRunsAgainElsewhereAndAttachesToItsChildren() async throws {
+      try await TestDatabase.withClient { client in
+        let queue = try await TestDatabase.makeQueue(client)
+        // The leaves run in this process, on a queue of their own; the tree's jobs in worker
+        // processes.
+        let leafQueue = try await TestDatabase.makeQueue(client)
+        let leaves = RemoteWorker(queue: leafQueue, id: "leaves", configuration: TestDatabase.workerConfiguration())
+        TestSupport.registerEcho(on: leaves, client: client)
+        let leavesRun = Task { try await leaves.run() }
+        defer { leavesRun.cancel() }
+        let extra = ["--kinds", "tree", "--leaf-queue", leafQueue.name]
+        let first = try await WorkerProcesses.start(1, queue: queue.name, prefix: "first", extra: extra)
+        defer { first.stopAll() }
+        let input = TreeKind.Input(depth: 2, width: 3, label: "r", leafSleepMilliseconds: 8_000)
+        let root = Task { try await RemoteWork<TreeKind>(input, queue: queue, idempotencyKey: "r").run() }
+        defer { root.cancel() }
+        // The first leaf of each job answers at once, the others sleep: kill the jobs' process
+        // when 3 leaves are done and 6 run.
+        try await TestDatabase.eventually("3 leaves completed, 6 running") {
+          let jobs = try await TestDatabase.rows(client, queue: queue.name).values.map(\.state)
+          let leaves = try await TestDatabase.rows(client, queue: leafQueue.name).values.map(\.state)
+          return leaves.filter { $0 == "completed" }.count == 3 && leaves.filter { $0 == "running" }.count == 6
+            && jobs.filter { $0 == "running" }.count == 4
+        }
+        first.processes[0].signal(SIGKILL)
+        let second = try await WorkerProcesses.start(1, queue: queue.name, prefix: "second", extra: extra)
+        defer { second.stopAll() }
+        let output = try await withThrowingTaskGroup(of: [String]?.self) { group in
+          group.addTask { try await root.value }
+          group.addTask {
+            try await Task.sleep(for: .seconds(60))
+            return nil
+          }
+          let output = try await group.next() ?? nil
+          group.cancelAll()
+          return output
+        }
+        #expect(output == TestSupport.expectedLeaves(input))
+        let executions = try await TestSupport.executions(client, queue: queue.name)
+          .merging(TestSupport.executions(client, queue: leafQueue.name)) { $0 + $1 }
+        let separator = "\u{1F}"
+        // The jobs ran twice; every leaf once: the completed ones gave their results, the
+        // running ones were awaited where they ran.
+        #expect(executions["r"] == 2)
+        for job in 0..<3 {
+          let jobKey = "r" + separator + "c\(job)"
+          #expect(executions[jobKey] == 2, "\(jobKey)")
+          for leaf in 0..<3 {
+            #expect(executions[jobKey + separator + "c\(leaf)"] == 1)
+          }
+        }
+        #expect(executions.count == 13)
+      }
+    }
+  }
+}
