@@ -188,6 +188,36 @@ extension DatabaseTests {
       }
     }
 
+    @Test func aCancelFromARunThatAnotherRunAttachedAfterMissesTheRow() async throws {
+      try await TestDatabase.withClient { client in
+        let queue = try await TestDatabase.makeQueue(client)
+        try await TestDatabase.withWorker(queue) { _ in
+          let input = EchoKind.Input(text: "shared", sleepMilliseconds: 1_500)
+          // The earlier run (a process that lost its lease, say) and the run that attached since.
+          let earlier = Task { try await RemoteWork<EchoKind>(input, queue: queue, idempotencyKey: "k").run() }
+          try await TestDatabase.eventually("the row runs") {
+            try await TestDatabase.rows(client, queue: queue.name)["k"]?.state == "running"
+          }
+          let later = Task { try await RemoteWork<EchoKind>(input, queue: queue, idempotencyKey: "k").run() }
+          try await TestDatabase.eventually("the later run attached") {
+            try await Self.generation(client, queue: queue.name, key: "k") == 2
+          }
+          earlier.cancel()
+          await #expect(throws: CancellationError.self) { try await earlier.value }
+          let output = try await later.value
+          #expect(output.text == "shared")
+          #expect(try await TestSupport.executions(client, queue: queue.name) == ["k": 1])
+        }
+      }
+    }
+
+    static func generation(_ client: PostgresClient, queue: String, key: String) async throws -> Int32? {
+      let rows = try await client.query(
+        "SELECT generation FROM jobkit_remote_tasks WHERE queue = \(queue) AND idempotency_key = \(key)")
+      for try await generation in rows.decode(Int32.self) { return generation }
+      return nil
+    }
+
     @Test func aFinishedJobCancelsTheChildrenItDidNotAskFor() async throws {
       try await TestDatabase.withClient { client in
         let queue = try await TestDatabase.makeQueue(client)
