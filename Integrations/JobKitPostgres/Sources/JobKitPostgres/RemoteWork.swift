@@ -51,7 +51,10 @@ open class RemoteWork<Kind: RemoteTaskKind>: Work<Kind.Output>, @unchecked Senda
   /// The task's key, unique in its queue.
   public let idempotencyKey: String
   /// Where ``idempotencyKey`` is unique.
-  public let keyScope: KeyScope
+  public var keyScope: KeyScope {
+    keyScopeBox.withLock { $0 }
+  }
+  private let keyScopeBox: Locked<KeyScope>
   private let rowID: Locked<Int64?>
   let scope: Locked<DurableScope?>
 
@@ -61,23 +64,8 @@ open class RemoteWork<Kind: RemoteTaskKind>: Work<Kind.Output>, @unchecked Senda
     self.input = input
     self.queue = queue
     self.idempotencyKey = idempotencyKey
-    self.keyScope = .job
-    let rowID = Locked<Int64?>(nil)
-    self.rowID = rowID
-    let scope = Locked(DurableScope.current)
-    self.scope = scope
-    let remote = RemoteCall<Kind>(
-      input: input, queue: queue, key: idempotencyKey, keyScope: .job, rowID: rowID, scope: scope)
-    super.init(async: { try await remote.execute() })
-  }
-
-  /// A task that runs `Kind`'s handler on `input` on a worker of `queue`, its key unique where
-  /// `keyScope` says.
-  public init(_ input: Kind.Input, queue: RemoteQueue, idempotencyKey: String, keyScope: KeyScope) {
-    self.input = input
-    self.queue = queue
-    self.idempotencyKey = idempotencyKey
-    self.keyScope = keyScope
+    let keyScope = Locked(KeyScope.job)
+    self.keyScopeBox = keyScope
     let rowID = Locked<Int64?>(nil)
     self.rowID = rowID
     let scope = Locked(DurableScope.current)
@@ -85,6 +73,14 @@ open class RemoteWork<Kind: RemoteTaskKind>: Work<Kind.Output>, @unchecked Senda
     let remote = RemoteCall<Kind>(
       input: input, queue: queue, key: idempotencyKey, keyScope: keyScope, rowID: rowID, scope: scope)
     super.init(async: { try await remote.execute() })
+  }
+
+  /// A task that runs `Kind`'s handler on `input` on a worker of `queue`, its key unique where
+  /// `keyScope` says.
+  public convenience init(_ input: Kind.Input, queue: RemoteQueue, idempotencyKey: String, keyScope: KeyScope) {
+    self.init(input, queue: queue, idempotencyKey: idempotencyKey)
+    // Before the task can start: its start reads it.
+    keyScopeBox.withLock { $0 = keyScope }
   }
 
   /// The id of the task's row once its start inserted or found it, else `nil`.
@@ -110,13 +106,13 @@ struct RemoteCall<Kind: RemoteTaskKind>: Sendable {
   let queue: RemoteQueue
   /// The key the task was given.
   let local: String
-  let keyScope: RemoteKeyScope
+  let keyScope: Locked<RemoteKeyScope>
   let rowID: Locked<Int64?>
   let scope: Locked<DurableScope?>
   let kind = Kind.name
 
   init(
-    input: Kind.Input, queue: RemoteQueue, key: String, keyScope: RemoteKeyScope, rowID: Locked<Int64?>,
+    input: Kind.Input, queue: RemoteQueue, key: String, keyScope: Locked<RemoteKeyScope>, rowID: Locked<Int64?>,
     scope: Locked<DurableScope?>
   ) {
     self.input = input
@@ -129,7 +125,7 @@ struct RemoteCall<Kind: RemoteTaskKind>: Sendable {
 
   func execute() async throws -> Kind.Output {
     let durable = scope.withLock { $0 }
-    let parent = keyScope.isQueue ? nil : durable
+    let parent = keyScope.withLock { $0 }.isQueue ? nil : durable
     let key = try parent?.scopedKey(local) ?? local
     try queue.validate(key: key)
     let payload = try JSONEncoder().encode(input)
