@@ -36,7 +36,7 @@ import Foundation
 ///   give each attempt its own key, or rely on the worker's retries (``RemoteQueue/Configuration/maxAttempts``).
 /// - **In a durable job** (made while a ``RemoteWorker``'s handler runs, in the job it runs at
 ///   any depth): the task is the handler's row's child, its key scoped by the parent's key
-///   (``KeyScope/job``), unless made with ``KeyScope/queue``. See <doc:RunningTasksOnOtherMachines>.
+///   (``RemoteKeyScope/job``), unless made with ``RemoteKeyScope/queue``. See <doc:RunningTasksOnOtherMachines>.
 open class RemoteWork<Kind: RemoteTaskKind>: Work<Kind.Output>, @unchecked Sendable {
   // @unchecked Sendable: the stored properties are immutable; the row id and the durable scope
   // live in locked boxes.
@@ -59,7 +59,7 @@ open class RemoteWork<Kind: RemoteTaskKind>: Work<Kind.Output>, @unchecked Senda
   let scope: Locked<DurableScope?>
 
   /// A task that runs `Kind`'s handler on `input` on a worker of `queue`; its key is scoped
-  /// as ``KeyScope/job`` says.
+  /// as ``RemoteKeyScope/job`` says.
   public init(_ input: Kind.Input, queue: RemoteQueue, idempotencyKey: String) {
     self.input = input
     self.queue = queue
