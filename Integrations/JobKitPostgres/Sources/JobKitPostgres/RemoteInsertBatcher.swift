@@ -9,6 +9,8 @@ struct RemoteNewRow: Sendable {
   var runAfter: Date? = nil
   /// The task's concurrency key (``RemoteQueue/Limits``); `""`: none.
   var concurrencyKey = ""
+  /// The row of the durable job whose handler made the task (``DurableScope``), else 0.
+  var parentID: Int64 = 0
   /// Until when the start's insert is tried again while the database cannot be reached (its
   /// start plus the queue's `reconnectTimeout`): a batch is tried until its earliest deadline.
   var deadline: ContinuousClock.Instant = .now

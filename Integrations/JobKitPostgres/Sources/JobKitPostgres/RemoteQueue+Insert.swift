@@ -14,10 +14,12 @@ extension RemoteQueue {
   /// was cancelled, see ``rearmForRerun(keys:on:)``), with the starts that arrive together. Returns
   /// the row's id, its generation and, if that row is final, its outcome.
   func insert(
-    kind: String, key: String, input: Data, runAfter: Date? = nil, concurrencyKey: String? = nil
+    kind: String, key: String, input: Data, runAfter: Date? = nil, concurrencyKey: String? = nil,
+    parentID: Int64 = 0
   ) async throws -> (id: Int64, generation: Int32, final: RemoteRow?) {
     let row = RemoteNewRow(
       kind: kind, key: key, input: input, runAfter: runAfter, concurrencyKey: concurrencyKey ?? "",
+      parentID: parentID,
       deadline: ContinuousClock.now + configuration.reconnectTimeout)
     let inserted = try await inserts.insert(row) { rows in
       try await self.insertBatch(rows)
@@ -62,7 +64,7 @@ extension RemoteQueue {
       queue: name, kinds: rows.map(\.kind), keys: rows.map(\.key), inputs: rows.map(\.input),
       runAfter: rows.map { $0.runAfter?.timeIntervalSince1970 ?? 0 },
       maxAttempts: Int32(clamping: max(1, configuration.retryPolicy.maxAttempts)),
-      concurrencyKeys: rows.map(\.concurrencyKey))
+      concurrencyKeys: rows.map(\.concurrencyKey), parents: rows.map(\.parentID))
     var found: [String: RemoteInsertedRow] = [:]
     var attached: [String] = []
     let returned = try await prepared(insert, on: connection)
@@ -151,15 +153,17 @@ struct InsertRowsStatement: PostgresPreparedStatement {
     let row: RemoteRow
   }
 
-  static let name = "jobkit_remote_insert_rows_4"
+  static let name = "jobkit_remote_insert_rows_5"
 
   static let sql = """
     WITH input AS (
-      SELECT * FROM unnest($2::text[], $3::text[], $4::bytea[], $6::float8[], $7::text[])
-        AS i(kind, key, input, run_after, ck)
+      SELECT * FROM unnest($2::text[], $3::text[], $4::bytea[], $6::float8[], $7::text[], $8::bigint[])
+        AS i(kind, key, input, run_after, ck, parent)
     ), inserted AS (
-      INSERT INTO jobkit_remote_tasks (queue, kind, idempotency_key, input, max_attempts, run_after, concurrency_key)
-      SELECT $1, kind, key, input, $5, greatest(now(), to_timestamp(run_after)), nullif(ck, '') FROM input
+      INSERT INTO jobkit_remote_tasks
+        (queue, kind, idempotency_key, input, max_attempts, run_after, concurrency_key, parent_id)
+      SELECT $1, kind, key, input, $5, greatest(now(), to_timestamp(run_after)), nullif(ck, ''), nullif(parent, 0)
+      FROM input
       ON CONFLICT (queue, idempotency_key) DO NOTHING
       RETURNING id, idempotency_key, generation
     )
@@ -180,9 +184,11 @@ struct InsertRowsStatement: PostgresPreparedStatement {
   let maxAttempts: Int32
   /// `""`: none.
   var concurrencyKeys: [String] = []
+  /// Each row's parent row (0: none).
+  var parents: [Int64] = []
 
   func makeBindings() throws -> PostgresBindings {
-    var bindings = PostgresBindings(capacity: 7)
+    var bindings = PostgresBindings(capacity: 8)
     bindings.append(queue)
     bindings.append(kinds)
     bindings.append(keys)
@@ -190,6 +196,7 @@ struct InsertRowsStatement: PostgresPreparedStatement {
     bindings.append(maxAttempts)
     bindings.append(runAfter)
     bindings.append(concurrencyKeys.count == keys.count ? concurrencyKeys : keys.map { _ in "" })
+    bindings.append(parents.count == keys.count ? parents : keys.map { _ in 0 })
     return bindings
   }
 

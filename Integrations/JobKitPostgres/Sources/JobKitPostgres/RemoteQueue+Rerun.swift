@@ -35,15 +35,16 @@ extension RemoteQueue {
   /// A re-run is a new request: before a task attaches to the row its key already has, a
   /// cancelled row is armed again (available, with ``Configuration/maxAttempts`` more attempts;
   /// attempt numbers go on from the last run's), and a cancel request that a running or
-  /// available row still carries is withdrawn. Both bump the row's generation, so that a cancel
-  /// from the earlier run (its process may still be going) misses the new run; a running row
+  /// available row still carries is withdrawn. Every attach to a row that is not final bumps the
+  /// row's generation, so that a cancel from the earlier run (its process may still be going: a
+  /// durable job's run whose lease was lost) misses the new run; a running row
   /// freed of its cancel request gets ``Configuration/maxAttempts`` more attempts, as its worker
   /// may have cancelled the handler already (that try then ends as a retry). A completed or
   /// failed row is left as it is: the task gets its stored outcome (``retryFailed(idempotencyKeys:)``
   /// arms failed rows again).
   ///
-  /// Returns the rows it armed again or freed of a cancel request, by key (none is final). On
-  /// `connection` if given (in the caller's transaction).
+  /// Returns the rows it armed again or attached to, with their new generation, by key (none is
+  /// final). On `connection` if given (in the caller's transaction).
   func rearmForRerun(keys: [String], on connection: PostgresConnection? = nil) async throws -> [String:
     RemoteInsertedRow]
   {
@@ -54,7 +55,7 @@ extension RemoteQueue {
       UPDATE jobkit_remote_tasks SET generation = generation + 1, cancel_requested = false,
         state = CASE WHEN state = 'cancelled' THEN 'available' ELSE state END,
         max_attempts = CASE WHEN state = 'cancelled' THEN attempt + \(more)
-          ELSE greatest(max_attempts, attempt + \(more)) END,
+          WHEN cancel_requested THEN greatest(max_attempts, attempt + \(more)) ELSE max_attempts END,
         error_message = CASE WHEN state = 'cancelled' THEN NULL ELSE error_message END,
         error_code = CASE WHEN state = 'cancelled' THEN NULL ELSE error_code END,
         finished_at = CASE WHEN state = 'cancelled' THEN NULL ELSE finished_at END,
@@ -63,7 +64,7 @@ extension RemoteQueue {
         run_after = CASE WHEN state = 'cancelled' THEN now() ELSE run_after END,
         suspect = CASE WHEN state = 'cancelled' THEN false ELSE suspect END
       WHERE queue = \(name) AND idempotency_key = ANY(\(keys))
-        AND (state = 'cancelled' OR (cancel_requested AND state IN ('available', 'running')))
+        AND state IN ('cancelled', 'available', 'running')
       RETURNING idempotency_key, id, generation
       """
     ) { rows in

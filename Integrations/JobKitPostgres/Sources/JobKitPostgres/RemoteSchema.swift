@@ -90,6 +90,40 @@ enum RemoteSchema {
       ]
     ),
     (
+      4,
+      [
+        // Durable jobs (DurableScope.swift): parent_id, the row of the handler that created the
+        // row, if any. A row that gets a cancel request or becomes final cancels its unfinished
+        // children (and so, by the same trigger, their descendants): a finished job leaves no
+        // unfinished child, and a cancel cascades whoever is alive. first_started_at: when the
+        // first attempt was claimed, so that a time limit counts from it across recoveries.
+        "ALTER TABLE jobkit_remote_tasks ADD COLUMN parent_id bigint, ADD COLUMN first_started_at timestamptz",
+        """
+        CREATE INDEX jobkit_remote_tasks_children ON jobkit_remote_tasks (parent_id)
+          WHERE parent_id IS NOT NULL AND state IN ('available', 'running')
+        """,
+        """
+        CREATE FUNCTION jobkit_remote_cascade() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          UPDATE jobkit_remote_tasks SET cancel_requested = true,
+            state = CASE WHEN state = 'available' THEN 'cancelled' ELSE state END,
+            finished_at = CASE WHEN state = 'available' THEN now() ELSE finished_at END
+          WHERE parent_id = NEW.id AND state IN ('available', 'running') AND NOT cancel_requested;
+          RETURN NULL;
+        END
+        $$
+        """,
+        """
+        CREATE TRIGGER jobkit_remote_cascade AFTER UPDATE OF state, cancel_requested ON jobkit_remote_tasks
+          FOR EACH ROW WHEN (
+            (NEW.cancel_requested AND NOT OLD.cancel_requested)
+            OR (NEW.state IN ('completed', 'failed', 'cancelled')
+              AND OLD.state NOT IN ('completed', 'failed', 'cancelled')))
+          EXECUTE FUNCTION jobkit_remote_cascade()
+        """,
+      ]
+    ),
+    (
       5,
       [
         // Per-queue settings (RemoteQueue+Pause.swift): a paused queue's workers claim nothing.

@@ -106,6 +106,10 @@ public struct RemoteTaskContext: Sendable {
   public let idempotencyKey: String
   /// The id of the worker running it (``RemoteWorker/id``).
   public let workerID: String
+  /// How long ago the task's first attempt started, by the database's clock (zero on the first
+  /// attempt). A durable job whose time limit must count from its first start, not from this
+  /// attempt, sets `job.timeLimit = limit - context.sinceFirstStart`.
+  public var sinceFirstStart: Duration = .zero
 
   /// Whether the task was cancelled (the running Swift task's cancellation).
   public var isCancelled: Bool { Task.isCancelled }

@@ -63,17 +63,23 @@ extension RemoteWorker {
         attempt = CASE WHEN t.cancel_requested THEN t.attempt ELSE t.attempt + 1 END,
         owner = CASE WHEN t.cancel_requested THEN NULL ELSE \(owner) END,
         lease_expires_at = CASE WHEN t.cancel_requested THEN NULL ELSE now() + make_interval(secs => \(lease)) END,
-        finished_at = CASE WHEN t.cancel_requested THEN now() END
+        finished_at = CASE WHEN t.cancel_requested THEN now() END,
+        first_started_at = coalesce(t.first_started_at, now())
       FROM picked WHERE t.id = picked.id
       RETURNING t.id, t.kind, t.input, t.attempt, t.idempotency_key, t.suspect, t.state,
-        extract(epoch FROM now() - t.run_after)::float8
+        extract(epoch FROM now() - t.run_after)::float8,
+        (extract(epoch FROM now() - coalesce(t.first_started_at, now())) * 1000)::bigint
       """
     ) { rows in
       var claimed: [(row: ClaimedRow, waited: Double)] = []
-      for try await row in rows.decode((Int64, String, Data, Int32, String, Bool, String, Double).self)
+      for try await row in rows.decode((Int64, String, Data, Int32, String, Bool, String, Double, Int64).self)
       where row.6 == "running" {
         claimed.append(
-          (ClaimedRow(id: row.0, kind: row.1, input: row.2, attempt: Int(row.3), key: row.4, suspect: row.5), row.7))
+          (
+            ClaimedRow(
+              id: row.0, kind: row.1, input: row.2, attempt: Int(row.3), key: row.4, suspect: row.5,
+              sinceFirstStart: .milliseconds(row.8)), row.7
+          ))
       }
       return claimed
     }

@@ -12,7 +12,11 @@ extension RemoteWorker {
     let halfBatch = halfBatch
     let (wakeClaims, store) = state.withLock { state -> (Bool, Bool) in
       guard var running = state.running[row.id], !running.finishing else { return (false, false) }
-      state.handlersRunning -= 1
+      if running.waiting {
+        state.handlersWaiting -= 1
+      } else {
+        state.handlersRunning -= 1
+      }
       let wasIsolated = state.claims.isolated == row.id
       state.claims.handlerEnded(row.id)
       let free = configuration.maxConcurrent - state.handlersRunning

@@ -18,6 +18,8 @@ extension RemoteWorker {
     var suspect = false
     /// When this worker claimed it (its run time is measured from here).
     var claimedAt = ContinuousClock.now
+    /// How long ago its first attempt was claimed, by the database's clock.
+    var sinceFirstStart: Duration = .zero
   }
 
   /// Claims rows while slots are free, as ``RemoteWorkerClaimStateMachine`` decides: batches,
@@ -40,11 +42,12 @@ extension RemoteWorker {
           lastRescue = clock.now
         }
         let action = state.withLock { state in
-          state.claims.next(handlersRunning: state.handlersRunning, rowsHeld: state.running.count)
+          state.claims.next(
+            handlersRunning: state.handlersRunning, rowsHeld: state.running.count - state.handlersWaiting)
         }
         let adopted = state.withLock { state in
           defer { state.adopted = [] }
-          return state.adopted
+          return state.adopted.filter { state.claims.mayRunAdopted($0.id, attempt: $0.attempt) }
         }
         for row in adopted { dispatch(row, owner: owner) }
         switch action {
@@ -153,15 +156,18 @@ extension RemoteWorker {
   /// Starts the handler of a claimed row as a task of the worker's job, or fails the row if its
   /// kind has no handler here.
   func dispatch(_ row: ClaimedRow, owner: String) {
-    let context = RemoteTaskContext(attempt: row.attempt, taskID: row.id, idempotencyKey: row.key, workerID: id)
+    var context = RemoteTaskContext(attempt: row.attempt, taskID: row.id, idempotencyKey: row.key, workerID: id)
+    context.sinceFirstStart = row.sinceFirstStart
     // A row already held (a lost claim's row, found twice) runs once. Only the claim loop
     // dispatches, so the look-up and the insert below do not race.
     if state.withLock({ $0.running[row.id] != nil }) { return }
+    let scope = makeScope(for: row)
     let (task, setLimit) = state.withLock { state -> (Work<HandlerOutcome>?, (@Sendable () -> Void)?) in
       guard let registration = state.registrations[row.kind] else { return (nil, nil) }
       // Made under the lock: `makeTask` only builds the operation, it runs nothing.
-      let task = registration.makeTask(row.input, context)
-      state.running[row.id] = WorkerState.Running(attempt: row.attempt, task: task)
+      let task = registration.makeTask(row.input, context, scope)
+      state.running[row.id] = WorkerState.Running(attempt: row.attempt, task: task, scope: scope)
+      state.claims.runs(row.id, attempt: row.attempt)
       state.handlersRunning += 1
       let first = state.limitsSet.insert(row.kind).inserted
       return (task, first ? registration.setLimit : nil)
@@ -235,18 +241,19 @@ extension RemoteWorker {
           return kept
         }
         // A row that finished meanwhile is not lost: only handlers still running are looked at.
-        let (toCancel, lost) = state.withLock { state -> ([Operation], [Int64]) in
+        let (toCancel, lost) = state.withLock { state -> ([Operation], [(Int64, DurableScope?)]) in
           var toCancel: [Operation] = []
-          var lost: [Int64] = []
+          var lost: [(Int64, DurableScope?)] = []
           for id in ids {
             guard let running = state.running[id], !running.finishing, !running.handedBack, kept[id] != false
             else { continue }
             toCancel.append(running.task)
-            if kept[id] == nil { lost.append(id) }
+            if kept[id] == nil { lost.append((id, running.scope)) }
           }
           return (toCancel, lost)
         }
-        for id in lost {
+        for (id, scope) in lost {
+          scope?.abandon()
           logger.warning(
             "lease lost (the row was taken back); cancelling its handler",
             metadata: ["worker": "\(self.id)", "task": "\(id)"])
@@ -306,18 +313,22 @@ extension RemoteWorker {
       guard case .waitForHandlers(let deadline) = action else { break }
       await drained.wait(timeout: min(.milliseconds(100), deadline - now))
     }
-    let (ids, tasks) = state.withLock { state -> ([Int64], [Operation]) in
+    let (ids, tasks, scopes) = state.withLock { state -> ([Int64], [Operation], [DurableScope]) in
       var ids: [Int64] = []
       var tasks: [Operation] = []
+      var scopes: [DurableScope] = []
       for (id, running) in state.running where !running.handedBack && !running.finishing {
         state.running[id]?.handedBack = true
         ids.append(id)
         tasks.append(running.task)
+        if let scope = running.scope { scopes.append(scope) }
       }
-      return (ids, tasks)
+      return (ids, tasks, scopes)
     }
     defer { state.withLock { $0.claims.handedBack() } }
     guard !ids.isEmpty else { return }
+    // Handed back, the rows run again elsewhere: their children are left to the new runs.
+    for scope in scopes { scope.abandon() }
     do {
       let count = try await queue.statement(
         """

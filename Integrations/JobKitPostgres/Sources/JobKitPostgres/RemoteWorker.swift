@@ -1,6 +1,6 @@
 import CoreMetrics
 import Foundation
-import JobKit
+@_spi(JobScope) import JobKit
 import Logging
 import PostgresNIO
 import ServiceLifecycle
@@ -216,7 +216,7 @@ public final class RemoteWorker: Service, Sendable {
     let job = job
     let limit = maxConcurrent.map { max(1, $0) }
     let registration = Registration(
-      makeTask: { input, context in runner.makeTask(input, context) },
+      makeTask: { input, context, scope in runner.makeTask(input, context, scope) },
       setLimit: { if let limit { job.setMaxConcurrentTasks(limit, forGroup: RemoteHandlerTask<K>.self) } })
     state.withLock { $0.registrations[K.name] = registration }
   }
@@ -316,8 +316,11 @@ struct KindRunner<K: RemoteTaskKind>: Sendable {
   let decoder = JSONDecoder()
   let encoder = JSONEncoder()
 
-  func makeTask(_ input: Data, _ context: RemoteTaskContext) -> Work<HandlerOutcome> {
-    RemoteHandlerTask<K>(async: { await run(input, context) })
+  func makeTask(_ input: Data, _ context: RemoteTaskContext, _ scope: DurableScope) -> Work<HandlerOutcome> {
+    RemoteHandlerTask<K>(async: {
+      // The jobs the handler makes, and the tasks they track, are the row's children.
+      await JobController.withScope(scope) { await run(input, context) }
+    })
   }
 
   func run(_ input: Data, _ context: RemoteTaskContext) async -> HandlerOutcome {
@@ -349,7 +352,7 @@ struct KindRunner<K: RemoteTaskKind>: Sendable {
 
 /// Makes the handler task of a kind for a claimed row.
 struct Registration: Sendable {
-  let makeTask: @Sendable (Data, RemoteTaskContext) -> Work<HandlerOutcome>
+  let makeTask: @Sendable (Data, RemoteTaskContext, DurableScope) -> Work<HandlerOutcome>
   /// Sets the kind's limit on the worker's job (before its first task).
   let setLimit: @Sendable () -> Void
 }
@@ -379,6 +382,10 @@ struct WorkerState {
     var handedBack = false
     /// The handler returned; its outcome is being stored.
     var finishing = false
+    /// The row's durable scope, the parent of the tasks its handler makes.
+    var scope: DurableScope? = nil
+    /// The handler waits for its children: it holds no slot (see `RemoteWorker+Durable.swift`).
+    var waiting = false
   }
 
   var registrations: [String: Registration] = [:]
@@ -390,8 +397,10 @@ struct WorkerState {
   var adopted: [RemoteWorker.ClaimedRow] = []
   /// The rows this run holds: handlers running, and outcomes not stored yet.
   var running: [Int64: Running] = [:]
-  /// Handlers running (rows in `running` that are not finishing): the slots in use.
+  /// Handlers running (rows in `running` that are not finishing nor waiting): the slots in use.
   var handlersRunning = 0
+  /// Handlers waiting for their children: rows held that hold no slot.
+  var handlersWaiting = 0
   /// Outcomes waiting for the completer, in the order the handlers ended.
   var outcomes: [(row: RemoteWorker.ClaimedRow, outcome: HandlerOutcome)] = []
   var owner: String?

@@ -15,7 +15,9 @@
 ///   its time limit) may have been applied, now or later (the server may still be running it).
 ///   For one lease from the failure, each heartbeat also looks up the running rows the worker
 ///   owns but does not know, and the claim loop runs them: they lose no attempt and wait for
-///   no lease to expire.
+///   no lease to expire. A look-up may also see the rows of a claim whose answer is on its
+///   way: a row's attempt that ran in the window (its handler may have ended since) is not
+///   run again.
 /// - **Shutdown**: claiming, then draining (no claim; running handlers finish until the grace
 ///   period's end, their leases kept), then handing back what still runs, then stopped.
 struct RemoteWorkerClaimStateMachine: Sendable {
@@ -59,6 +61,8 @@ struct RemoteWorkerClaimStateMachine: Sendable {
   /// Until then, a claim that failed without an answer may still give this worker rows.
   private(set) var lostClaimWindowEnd: ContinuousClock.Instant?
   private(set) var phase = Phase.claiming
+  /// The attempts (by row) this worker ran while the window was open.
+  private(set) var ranInWindow: [Int64: Int] = [:]
 
   init(batchSize: Int, maxConcurrent: Int) {
     self.batchSize = max(1, batchSize)
@@ -104,7 +108,18 @@ struct RemoteWorkerClaimStateMachine: Sendable {
     guard let end = lostClaimWindowEnd else { return false }
     if now < end { return true }
     lostClaimWindowEnd = nil
+    ranInWindow = [:]
     return false
+  }
+
+  /// The handler of row `id`'s `attempt` starts.
+  mutating func runs(_ id: Int64, attempt: Int) {
+    if lostClaimWindowEnd != nil { ranInWindow[id] = attempt }
+  }
+
+  /// Whether a row a look-up found (``adopted(_:)``) is to run: not if its attempt ran already.
+  func mayRunAdopted(_ id: Int64, attempt: Int) -> Bool {
+    ranInWindow[id] != attempt
   }
 
   /// Rows of a lost claim were found: they run now (a suspect among them alone, if it can).

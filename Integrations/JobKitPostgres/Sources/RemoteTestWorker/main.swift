@@ -1,6 +1,7 @@
 // The multi-process tests' processes:
 //   jobkit-remote-test-worker worker --database URL --queue NAME --id ID [--lease S] [--heartbeat S]
-//                                    [--grace S] [--max-concurrent N] [--batch N]
+//                                    [--grace S] [--max-concurrent N] [--batch N] [--kinds echo,tree]
+//                                    [--leaf-queue NAME]
 //   jobkit-remote-test-worker job --database URL --queue NAME --count N --prefix P [--sleep MS]
 // A worker prints "ready" once it reached the database, and its statistics when it stops. A job
 // prints "done results=… failures=… duplicates=…" and exits 0 when each result came exactly once.
@@ -103,7 +104,12 @@ case "worker":
   workerConfiguration.batchSize = Int(options["batch"] ?? "") ?? 16
   let worker = RemoteWorker(
     queue: queue, id: options["id"] ?? "worker-\(getpid())", configuration: workerConfiguration, logger: logger)
-  TestSupport.registerEcho(on: worker, client: client)
+  let kinds = Set((options["kinds"] ?? "echo").split(separator: ",").map(String.init))
+  if kinds.contains("echo") { TestSupport.registerEcho(on: worker, client: client) }
+  let leafQueue = options["leaf-queue"].map {
+    RemoteQueue(client: client, name: $0, configuration: queueConfiguration, logger: logger)
+  }
+  if kinds.contains("tree") { TestSupport.registerTree(on: worker, client: client, leafQueue: leafQueue) }
   await connect()
   say("ready")
   let group = ServiceGroup(

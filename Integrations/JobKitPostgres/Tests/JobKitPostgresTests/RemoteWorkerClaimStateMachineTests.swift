@@ -121,4 +121,21 @@ import Testing
     #expect(machine.drain(now: start, rowsHeld: 1) == .handBack)
     #expect(machine.next(handlersRunning: 0, rowsHeld: 0) == .stop)
   }
+
+  @Test func aLookUpDoesNotRunAgainAnAttemptThatRanInTheWindow() {
+    var machine = Machine(batchSize: 8, maxConcurrent: 16)
+    let start = ContinuousClock.now
+    machine.claimFailed(mayHaveBeenApplied: true, now: start, lease: .seconds(2))
+    // A later claim's row ran (and may have ended) before a look-up that saw it reports it.
+    machine.runs(5, attempt: 1)
+    #expect(!machine.mayRunAdopted(5, attempt: 1))
+    #expect(machine.mayRunAdopted(5, attempt: 2))
+    #expect(machine.mayRunAdopted(6, attempt: 1))
+    // Out of the window, nothing is remembered.
+    let looks = machine.looksForLostRows(now: start + .seconds(3))
+    #expect(!looks)
+    machine.runs(7, attempt: 1)
+    #expect(machine.mayRunAdopted(5, attempt: 1))
+    #expect(machine.mayRunAdopted(7, attempt: 1))
+  }
 }

@@ -91,6 +91,7 @@ extension JobController {
         if observesEvents {
           confirmTracked(task, node: node)
         }
+        handDownScope(to: task, queuedHere: mayQueue && queue != nil)
         var queuedNow = false
         if mayQueue, queueNow, let queue {
           queuedNow = enqueue(task, on: queue)

@@ -57,6 +57,10 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// before it is shared: no exclusivity check on its reads.
   @exclusivity(unchecked) private(set) var privateTaskQueue: PrivateTaskQueue?
 
+  /// The job's ``JobScope``: written while the job is made, or by the job that tracks it before
+  /// queueing it (`handDownScope`), never after it started: no exclusivity check on its reads.
+  @exclusivity(unchecked) var inheritedScope: (any JobScope)? = JobController.currentScope
+
   /// Contended: `main()`'s thread tracks and routes under it while finishing threads record.
   let jobState = LockedBox(JobState(), contended: true)
 

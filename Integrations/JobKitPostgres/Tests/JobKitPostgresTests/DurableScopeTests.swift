@@ -1,0 +1,42 @@
+import Testing
+
+@testable import JobKitPostgres
+
+/// A durable job's scope without a database: scoped keys and the waits that free its slot.
+@Suite struct DurableScopeTests {
+  final class Waits: @unchecked Sendable {
+    // @unchecked Sendable: `changes` is written by the scope's callback, read after the awaits.
+    var changes: [Bool] = []
+  }
+
+  @Test func aChildKeyIsScopedByItsParentsKey() throws {
+    let scope = DurableScope(rowID: 1, key: "parent") { _ in }
+    #expect(try scope.scopedKey("c0") == "parent\u{1F}c0")
+    let other = DurableScope(rowID: 2, key: "other") { _ in }
+    let mine = try scope.scopedKey("c0")
+    let theirs = try other.scopedKey("c0")
+    #expect(mine != theirs)
+  }
+
+  @Test func aChildKeyWithTheSeparatorIsRefused() {
+    let scope = DurableScope(rowID: 1, key: "parent") { _ in }
+    #expect(throws: RemoteQueueError(.invalidKey, message: "")) { try scope.scopedKey("a\u{1F}b") }
+  }
+
+  @Test func nestedWaitsAreOneWaitOfTheHandler() async {
+    let waits = Waits()
+    let scope = DurableScope(rowID: 1, key: "parent") { waits.changes.append($0) }
+    await scope.waiting {
+      await scope.waiting { #expect(waits.changes == [true]) }
+      #expect(waits.changes == [true])
+    }
+    #expect(waits.changes == [true, false])
+    await #expect(throws: CancellationError.self) {
+      try await scope.waiting { throw CancellationError() }
+    }
+    #expect(waits.changes == [true, false, true, false])
+    #expect(!scope.isAbandoned)
+    scope.abandon()
+    #expect(scope.isAbandoned)
+  }
+}
