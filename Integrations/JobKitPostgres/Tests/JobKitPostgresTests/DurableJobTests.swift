@@ -19,7 +19,7 @@ extension DatabaseTests {
     ) async throws -> Result {
       var configuration = TestDatabase.workerConfiguration()
       configuration.maxConcurrent = maxConcurrent
-      let worker = RemoteWorker(queue: queue, id: id, configuration: configuration)
+      let worker = RemoteWorker(queue: queue, id: id, configuration: configuration, logger: TestDatabase.logger)
       TestSupport.registerEcho(on: worker, client: queue.client)
       TestSupport.registerTree(on: worker, client: queue.client)
       let running = Task { try await worker.run() }
@@ -86,7 +86,8 @@ extension DatabaseTests {
     @Test func aQueueScopedKeyIsSharedByEveryJob() async throws {
       try await TestDatabase.withClient { client in
         let queue = try await TestDatabase.makeQueue(client)
-        let worker = RemoteWorker(queue: queue, id: "worker", configuration: TestDatabase.workerConfiguration())
+        let worker = RemoteWorker(
+          queue: queue, id: "worker", configuration: TestDatabase.workerConfiguration(), logger: TestDatabase.logger)
         TestSupport.registerEcho(on: worker, client: client)
         worker.register(SharedLeafKind.self) { input, _ in
           try await RemoteWork<EchoKind>(
@@ -159,7 +160,7 @@ extension DatabaseTests {
         // task is cancelled with a grace period of 0: rows handed back).
         var configuration = TestDatabase.workerConfiguration(grace: .zero)
         configuration.maxConcurrent = 16
-        let worker = RemoteWorker(queue: queue, id: "worker", configuration: configuration)
+        let worker = RemoteWorker(queue: queue, id: "worker", configuration: configuration, logger: TestDatabase.logger)
         TestSupport.registerEcho(on: worker, client: client)
         TestSupport.registerTree(on: worker, client: client)
         let running = Task { try await worker.run() }

@@ -20,7 +20,9 @@ extension DatabaseTests {
         // The leaves run in this process, on a queue of their own; the tree's jobs in worker
         // processes.
         let leafQueue = try await TestDatabase.makeQueue(client)
-        let leaves = RemoteWorker(queue: leafQueue, id: "leaves", configuration: TestDatabase.workerConfiguration())
+        let leaves = RemoteWorker(
+          queue: leafQueue, id: "leaves", configuration: TestDatabase.workerConfiguration(), logger: TestDatabase.logger
+        )
         TestSupport.registerEcho(on: leaves, client: client)
         let leavesRun = Task { try await leaves.run() }
         defer { leavesRun.cancel() }
@@ -85,7 +87,9 @@ extension DatabaseTests.DurableRecoveryTests {
       for round in 0..<kills {
         let queue = try await TestDatabase.makeQueue(client)
         let leafQueue = try await TestDatabase.makeQueue(client)
-        let leaves = RemoteWorker(queue: leafQueue, id: "leaves", configuration: TestDatabase.workerConfiguration())
+        let leaves = RemoteWorker(
+          queue: leafQueue, id: "leaves", configuration: TestDatabase.workerConfiguration(), logger: TestDatabase.logger
+        )
         TestSupport.registerEcho(on: leaves, client: client)
         let leavesRun = Task { try await leaves.run() }
         defer { leavesRun.cancel() }

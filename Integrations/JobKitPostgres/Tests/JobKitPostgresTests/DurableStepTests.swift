@@ -13,7 +13,8 @@ extension DatabaseTests {
     @Test func aStepsBodyRunsOnceAcrossTheRunsOfItsJob() async throws {
       try await TestDatabase.withClient { client in
         let queue = try await TestDatabase.makeQueue(client)
-        let worker = RemoteWorker(queue: queue, id: "worker", configuration: TestDatabase.workerConfiguration())
+        let worker = RemoteWorker(
+          queue: queue, id: "worker", configuration: TestDatabase.workerConfiguration(), logger: TestDatabase.logger)
         worker.register(StepKind.self) { _, context in
           let job = StepJob(queue: queue, client: client)
           try await job.run()
