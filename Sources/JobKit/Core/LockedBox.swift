@@ -75,7 +75,7 @@ final class LockedStorage<Value>: ManagedBuffer<Value, pthread_mutex_t> {
       precondition(status == 0, "pthread_mutex_init failed: \(status)")
     }
     // `create` makes an instance of the class it is called on.
-    return unsafeDowncast(buffer, to: LockedStorage.self)
+    return buffer as! LockedStorage
   }
 
   @inline(__always)

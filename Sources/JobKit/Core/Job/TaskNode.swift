@@ -105,16 +105,18 @@ class TaskNode: OperationFinishObserver, OperationStartObserver, @unchecked Send
 final class TaskNodeWithCompletion<Task: Operation>: TaskNode, @unchecked Sendable {
   // @unchecked Sendable: as for `TaskNode`; `completion` is immutable and `@Sendable`.
   let completion: @Sendable (Task) -> Void
+  /// The task, typed, as `operation` holds it: the routed task is always this one.
+  unowned(unsafe) let typedTask: Task
 
   @usableFromInline
   init(job: __shared JobController, task: Task, completion: @escaping @Sendable (Task) -> Void) {
     self.completion = completion
+    self.typedTask = task
     super.init(job: job, task: task)
   }
 
   override func deliverCompletion(_ task: Operation) -> Bool {
-    // Unchecked: the routed task is the `Task` this node was made for (per task).
-    completion(unsafeDowncast(task, to: Task.self))
+    completion(typedTask)
     return true
   }
 }

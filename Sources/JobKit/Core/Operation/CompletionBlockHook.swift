@@ -81,7 +81,7 @@ enum CompletionBlockHook {
       }
       buffer.withUnsafeMutablePointerToElements { $0.initialize(to: Phase.open.rawValue) }
       // `create` makes an instance of the class it is called on.
-      return unsafeDowncast(buffer, to: Hook.self)
+      return buffer as! Hook
     }
 
     var phase: Phase {
