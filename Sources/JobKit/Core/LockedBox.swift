@@ -36,7 +36,6 @@ struct LockedBox<Value>: @unchecked Sendable {
   }
 
   /// Runs `body` with exclusive access to the value. `body` must not call user code.
-  @inline(__always)
   func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
     try storage.withLock(body)
   }
@@ -78,7 +77,6 @@ final class LockedStorage<Value>: ManagedBuffer<Value, pthread_mutex_t> {
     return buffer as! LockedStorage
   }
 
-  @inline(__always)
   func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
     try withUnsafeMutablePointers { value, mutex in
       pthread_mutex_lock(mutex)

@@ -100,7 +100,6 @@ enum CompletionBlockHook {
       }
     }
 
-    @inline(__always)
     func withFields<Result>(_ body: (inout Fields) -> Result) -> Result {
       withUnsafeMutablePointerToHeader { body(&$0.pointee.fields) }
     }
