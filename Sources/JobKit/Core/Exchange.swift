@@ -10,7 +10,6 @@
 /// let replaced = state.withLock { exchange(&$0.onDrained, with: newValue) }
 /// _ = replaced  // released after the lock
 /// ```
-@inline(__always)
 func exchange<Value>(_ value: inout Value, with newValue: Value) -> Value {
   let old = value
   value = newValue

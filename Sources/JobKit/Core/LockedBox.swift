@@ -36,7 +36,6 @@ struct LockedBox<Value>: @unchecked Sendable {
   }
 
   /// Runs `body` with exclusive access to the value. `body` must not call user code.
-  @inline(__always)
   func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
     try storage.withLock(body)
   }
@@ -75,10 +74,9 @@ final class LockedStorage<Value>: ManagedBuffer<Value, pthread_mutex_t> {
       precondition(status == 0, "pthread_mutex_init failed: \(status)")
     }
     // `create` makes an instance of the class it is called on.
-    return unsafeDowncast(buffer, to: LockedStorage.self)
+    return buffer as! LockedStorage
   }
 
-  @inline(__always)
   func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
     try withUnsafeMutablePointers { value, mutex in
       pthread_mutex_lock(mutex)

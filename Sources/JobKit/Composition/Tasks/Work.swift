@@ -86,10 +86,12 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
     }
   }
 
-  /// The state's outcome in one read: whether it is complete, its failure, its boxed value.
+  /// The state's outcome: whether it is complete, its failure, its boxed value. Read without the
+  /// task's lock, only by the job routing the finished task: the job's lock orders that read
+  /// after the finish, and no field read here is written after the finish (only `runner` is).
   @usableFromInline
   var outcomeParts: (isComplete: Bool, failure: (any Error)?, value: (any Sendable)?) {
-    withWorkState { ($0.isComplete, $0.failure, $0.value) }
+    (workState.isComplete, workState.failure, workState.value)
   }
 
   /// The `Output` that `complete` boxed. The box holds exactly an `Output` unless `Output` is an
@@ -281,6 +283,8 @@ final class WorkNode<Output: Sendable>: TaskNode, @unchecked Sendable {
   /// `Work.deliver`, made by the caller's specialization: a closure with no context once `Output`
   /// is known there (a caller generic over `Output` makes it with one, which holds the metadata).
   let deliver: Delivery
+  /// The task, typed, as `operation` holds it: the routed task is always this one.
+  unowned(unsafe) let work: Work<Output>
 
   @usableFromInline
   init(
@@ -289,12 +293,12 @@ final class WorkNode<Output: Sendable>: TaskNode, @unchecked Sendable {
   ) {
     self.completion = completion
     self.deliver = deliver
+    self.work = work
     super.init(job: job, task: work)
   }
 
   override func deliverCompletion(_ task: Operation) -> Bool {
-    // Unchecked: the routed task is the `Work<Output>` this node was made for (per task).
-    deliver(unsafeDowncast(task, to: Work<Output>.self), completion)
+    deliver(work, completion)
     return true
   }
 }

@@ -60,7 +60,6 @@ extension JobController {
 
   /// The read-only door: `read` sees the job's state under its lock, borrowed, so it can call no
   /// transition. Nothing is performed or drained after it.
-  @inline(__always)
   func readJobState<Result>(_ read: (borrowing JobState) -> Result) -> Result {
     jobState.withLock { state in read(state) }
   }
@@ -78,7 +77,6 @@ extension JobController {
     performNonEmptyAdmissionEffects(effects)
   }
 
-  @inline(never)
   private func performNonEmptyAdmissionEffects(_ effects: AdmissionEffects) {
     for effect in effects.effects {
       switch effect {

@@ -19,8 +19,8 @@ final class PrivateTaskQueue: ManagedBuffer<Void, Int> {
   static func make() -> PrivateTaskQueue {
     let buffer = create(minimumCapacity: 1) { _ in }
     buffer.withUnsafeMutablePointerToElements { $0.initialize(to: 0) }
-    // `create` makes an instance of the class it is called on (unchecked: once per job).
-    return unsafeDowncast(buffer, to: PrivateTaskQueue.self)
+    // `create` makes an instance of the class it is called on.
+    return buffer as! PrivateTaskQueue
   }
 
   /// The task queue of a new job or map: `given` (seen by whoever gave it: no flag), or, if none,

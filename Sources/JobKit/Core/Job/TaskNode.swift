@@ -2,8 +2,7 @@ import Foundation
 
 /// The bookkeeping for one unfinished task of a job. Lives from `track` until the task has been
 /// routed, then is dropped with the task (bookkeeping is O(unfinished tasks)). Where the task is
-/// in the job is its ``TaskState`` (below, in this file: a tracked task is its node and its
-/// state).
+/// in the job is its ``TaskState`` (below: a tracked task is its node and its state).
 ///
 /// `job`, `group`, `operation`, `retry` and `timing` (the reference) never change after
 /// publication (the job's `track` transition sets `group`, under its lock, before it; a task
@@ -105,16 +104,17 @@ class TaskNode: OperationFinishObserver, OperationStartObserver, @unchecked Send
 final class TaskNodeWithCompletion<Task: Operation>: TaskNode, @unchecked Sendable {
   // @unchecked Sendable: as for `TaskNode`; `completion` is immutable and `@Sendable`.
   let completion: @Sendable (Task) -> Void
+  /// `operation`, typed (unowned as it is): the routed task is always this one, so no cast.
+  unowned(unsafe) let typedTask: Task
 
   @usableFromInline
   init(job: __shared JobController, task: Task, completion: @escaping @Sendable (Task) -> Void) {
-    self.completion = completion
+    (self.completion, self.typedTask) = (completion, task)
     super.init(job: job, task: task)
   }
 
   override func deliverCompletion(_ task: Operation) -> Bool {
-    // Unchecked: the routed task is the `Task` this node was made for (per task).
-    completion(unsafeDowncast(task, to: Task.self))
+    completion(typedTask)
     return true
   }
 }

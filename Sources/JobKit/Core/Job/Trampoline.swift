@@ -46,8 +46,8 @@ enum Trampoline {
     var key = pthread_key_t()
     let created = pthread_key_create(&key) { raw in
       let pointer: UnsafeMutableRawPointer? = raw
-      // The key only ever holds a `ThreadState` this type allocated.
-      guard let state = pointer?.assumingMemoryBound(to: ThreadState.self) else { return }
+      guard let pointer else { return }
+      let state = Trampoline.stored(pointer)
       state.deinitialize(count: 1)
       state.deallocate()
     }
@@ -57,13 +57,18 @@ enum Trampoline {
     return key
   }()
 
+  /// The `ThreadState` that `pointer`, the key's value, points to.
+  private static func stored(_ pointer: UnsafeMutableRawPointer) -> UnsafeMutablePointer<ThreadState> {
+    // The key only ever holds a `ThreadState` that `threadState()` allocated and initialized.
+    pointer.assumingMemoryBound(to: ThreadState.self)
+  }
+
   /// The calling thread's trampoline state, made on first use. Only this thread touches it, and never
   /// across a call out of this type: no lock is needed.
   private static func threadState() -> UnsafeMutablePointer<ThreadState> {
     let key = stateKey
     if let existing = pthread_getspecific(key) {
-      // The key only ever holds a `ThreadState` this type allocated (read on every stop).
-      return existing.assumingMemoryBound(to: ThreadState.self)
+      return stored(existing)
     }
     let state = UnsafeMutablePointer<ThreadState>.allocate(capacity: 1)
     state.initialize(to: ThreadState())

@@ -81,7 +81,7 @@ enum CompletionBlockHook {
       }
       buffer.withUnsafeMutablePointerToElements { $0.initialize(to: Phase.open.rawValue) }
       // `create` makes an instance of the class it is called on.
-      return unsafeDowncast(buffer, to: Hook.self)
+      return buffer as! Hook
     }
 
     var phase: Phase {
@@ -100,7 +100,6 @@ enum CompletionBlockHook {
       }
     }
 
-    @inline(__always)
     func withFields<Result>(_ body: (inout Fields) -> Result) -> Result {
       withUnsafeMutablePointerToHeader { body(&$0.pointee.fields) }
     }

@@ -28,7 +28,6 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
   var state: OperationStateAccess { OperationStateAccess(operation: Unmanaged.passUnretained(self)) }
 
   /// Runs `body` on the state under the operation's mutex (see ``state``).
-  @inline(__always)
   final func withStateLocked<Result>(_ body: (inout OperationState) throws -> Result) rethrows -> Result {
     try SharedLocks.withLock(for: self) { try body(&lockedState) }
   }

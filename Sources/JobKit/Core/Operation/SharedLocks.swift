@@ -40,7 +40,6 @@ enum SharedLocks {
 
   /// Runs `body` holding the mutex of `object`. `body` must only touch `object`'s state: no user
   /// code, no other lock, no release of a user's value.
-  @inline(__always)
   static func withLock<Result>(for object: AnyObject, _ body: () throws -> Result) rethrows -> Result {
     let mutex = mutex(for: Unmanaged.passUnretained(object).toOpaque())
     pthread_mutex_lock(mutex)
@@ -51,7 +50,6 @@ enum SharedLocks {
   /// The mutex of the object at `object` (its address, so that asking retains nothing): one
   /// multiplication spreads addresses (objects are 16-byte aligned and often allocated in a row)
   /// over the table.
-  @inline(__always)
   static func mutex(for object: UnsafeMutableRawPointer) -> UnsafeMutablePointer<pthread_mutex_t> {
     let address = UInt(bitPattern: object)
     let index = Int(truncatingIfNeeded: (address &* 0x9E37_79B9_7F4A_7C15) >> 56)
@@ -68,7 +66,6 @@ struct OperationStateAccess {
   let operation: Unmanaged<ConcurrentOperation>
 
   /// Runs `body` with exclusive access to the operation's state. `body` must only touch state.
-  @inline(__always)
   func withLock<Result>(_ body: (inout OperationState) throws -> Result) rethrows -> Result {
     try operation._withUnsafeGuaranteedRef { try $0.withStateLocked(body) }
   }

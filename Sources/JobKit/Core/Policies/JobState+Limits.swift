@@ -36,7 +36,6 @@ extension JobState {
 
   /// `tryTrackAndQueue` asks whether a task of `group` may be tracked: `false` when its bound
   /// is reached (nothing changes).
-  @inline(never)
   func acceptUnderBound(_ group: TaskTypeEntry) -> Bool {
     guard let bound = group.bound, group.limit != nil || group.rate != nil else { return true }
     return bound.hasRoom(queued: queued(in: group)) || startsAtOnce(group)
@@ -91,7 +90,6 @@ extension JobState {
 
   /// Room may have appeared in `group` (a task was admitted or routed, a slot freed): its
   /// waiting producers look again.
-  @inline(never)
   mutating func wakeIfRoom(in group: TaskTypeEntry) {
     guard group.bound?.hasWaiters == true, hasRoomUnderBound(group) else { return }
     for waiter in group.bound?.takeWaiters() ?? [] {
