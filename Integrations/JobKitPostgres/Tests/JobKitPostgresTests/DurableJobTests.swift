@@ -4,6 +4,7 @@ import JobKitPostgres
 import Logging
 import PostgresNIO
 import RemoteTestSupport
+import ServiceLifecycle
 import Testing
 
 extension DatabaseTests {
@@ -12,9 +13,11 @@ extension DatabaseTests {
   /// parent holds no slot, cancels and finishes cascade to the unfinished children.
   @Suite
   struct DurableJobTests {
-    /// The worker of these tests: echo and tree handlers.
+    /// The worker of these tests: echo and tree handlers, in a service group with `queue` (its
+    /// `run()` routes the children's results to the waiting jobs) unless `runsQueue` is false
+    /// (another group runs it); shut down gracefully after `body`.
     static func withTreeWorker<Result: Sendable>(
-      _ queue: RemoteQueue, id: String = "worker", maxConcurrent: Int = 16,
+      _ queue: RemoteQueue, id: String = "worker", maxConcurrent: Int = 16, runsQueue: Bool = true,
       _ body: @Sendable (RemoteWorker) async throws -> Result
     ) async throws -> Result {
       var configuration = TestDatabase.workerConfiguration()
@@ -22,16 +25,19 @@ extension DatabaseTests {
       let worker = RemoteWorker(queue: queue, id: id, configuration: configuration, logger: TestDatabase.logger)
       TestSupport.registerEcho(on: worker, client: queue.client)
       TestSupport.registerTree(on: worker, client: queue.client)
-      let running = Task { try await worker.run() }
-      do {
-        let result = try await body(worker)
-        running.cancel()
-        try await running.value
-        return result
-      } catch {
-        running.cancel()
-        try? await running.value
-        throw error
+      let services: [any Service] = runsQueue ? [queue, worker] : [worker]
+      let group = ServiceGroup(services: services, logger: TestDatabase.logger)
+      return try await withThrowingTaskGroup(of: Void.self) { tasks in
+        tasks.addTask { try await group.run() }
+        do {
+          let result = try await body(worker)
+          await group.triggerGracefulShutdown()
+          try await tasks.waitForAll()
+          return result
+        } catch {
+          tasks.cancelAll()
+          throw error
+        }
       }
     }
 
@@ -133,7 +139,7 @@ extension DatabaseTests {
         let queue = try await TestDatabase.makeQueue(client)
         let input = TreeKind.Input(depth: 2, width: 50, label: "w")
         let leaves = try await Self.withTreeWorker(queue, id: "one", maxConcurrent: 2) { _ in
-          try await Self.withTreeWorker(queue, id: "two", maxConcurrent: 2) { _ in
+          try await Self.withTreeWorker(queue, id: "two", maxConcurrent: 2, runsQueue: false) { _ in
             try await withThrowingTaskGroup(of: [String]?.self) { group in
               group.addTask { try await RemoteWork<TreeKind>(input, queue: queue, idempotencyKey: "w").run() }
               group.addTask {
@@ -163,12 +169,13 @@ extension DatabaseTests {
         let worker = RemoteWorker(queue: queue, id: "worker", configuration: configuration, logger: TestDatabase.logger)
         TestSupport.registerEcho(on: worker, client: client)
         TestSupport.registerTree(on: worker, client: client)
-        let running = Task { try await worker.run() }
+        let group = ServiceGroup(services: [queue, worker], logger: TestDatabase.logger)
+        let running = Task { try await group.run() }
         // The first leaf of each job answers at once, the second sleeps.
         try await TestDatabase.eventually("the jobs and 2 leaves run") {
           try await Self.rows(client, queue: queue.name).values.filter { $0.state == "running" }.count == 5
         }
-        running.cancel()
+        await group.triggerGracefulShutdown()
         try? await running.value
         #expect(try await Self.rows(client, queue: queue.name).values.filter { $0.state == "available" }.count == 5)
         // Nobody runs the tree now; the cancel of its root is a statement (the library's own).
