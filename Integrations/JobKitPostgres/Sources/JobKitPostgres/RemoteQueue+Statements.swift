@@ -6,53 +6,49 @@ import PostgresNIO
 /// while the database cannot be reached, and `LISTEN` connections that reopen.
 extension RemoteQueue {
   /// Runs `query` and reads its rows with `read`, within ``Configuration/statementTimeout``.
-  /// Past it, throws an unreachable ``RemoteQueueError`` (retried like a lost connection): the
-  /// statement's connection is closed, which ends a statement the server does not answer.
+  /// Past it, throws an unreachable ``RemoteQueueError`` (retried like a lost connection) and
+  /// cancels the statement; a statement that ignores the cancel is left to end on its own.
   func statement<Result: Sendable>(
     _ query: PostgresQuery, read: @escaping @Sendable (PostgresRowSequence) async throws -> Result
   ) async throws -> Result {
     let client = client
     let logger = logger
-    let connection = Locked<PostgresConnection?>(nil)
-    return try await bounded {
-      try await client.withConnection { leased in
-        connection.withLock { $0 = leased }
-        defer { connection.withLock { $0 = nil } }
-        return try await read(try await leased.query(query, logger: logger))
-      }
-    } onTimeout: {
-      connection.withLock { $0 }?.close().whenComplete { _ in }
-    }
+    return try await bounded { try await read(try await client.query(query, logger: logger)) }
   }
 
-  /// Runs `body` in a child task and returns its result, or throws an unreachable
-  /// ``RemoteQueueError`` after ``Configuration/statementTimeout``, whichever comes first. At the
-  /// timeout `body` is cancelled and `onTimeout` runs (it ends what ignores a cancel, e.g. by
-  /// closing the connection); the call returns once `body` ended. Cancelling the caller cancels
-  /// `body`.
-  func bounded<Result: Sendable>(
-    _ body: @escaping @Sendable () async throws -> Result, onTimeout: @escaping @Sendable () -> Void = {}
-  ) async throws -> Result {
+  /// Runs `body` in a task of its own and returns its result, or throws an unreachable
+  /// ``RemoteQueueError`` after ``Configuration/statementTimeout``, whichever comes first.
+  /// Cancelling the caller cancels `body` and throws `CancellationError` at once.
+  func bounded<Result: Sendable>(_ body: @escaping @Sendable () async throws -> Result) async throws -> Result {
     let timeout = configuration.statementTimeout
-    return try await withThrowingTaskGroup(of: Result?.self) { group in
-      group.addTask { try await body() }
-      group.addTask {
-        try await Task.sleep(for: timeout)
-        return nil
+    let race = StatementRace<Result>()
+    return try await withTaskCancellationHandler {
+      try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Result, any Error>) in
+        race.attach(continuation)
+        race.add(
+          Task {  // statement-race: outlives a stuck statement
+            do {
+              race.finish(.success(try await body()))
+            } catch {
+              race.finish(.failure(error))
+            }
+          })
+        race.add(
+          Task {  // statement-race: outlives a stuck statement
+            do {
+              try await Task.sleep(for: timeout)
+            } catch {
+              return
+            }
+            race.finish(
+              .failure(
+                RemoteQueueError(
+                  .databaseUnreachable, message: "a statement got no answer within \(timeout.seconds) s",
+                  transient: true)))
+          })
       }
-      defer { group.cancelAll() }
-      do {
-        if let result = try await group.next() ?? nil {
-          return result
-        }
-      } catch is CancellationError {
-        throw CancellationError()
-      }
-      if Task.isCancelled { throw CancellationError() }
-      group.cancelAll()
-      onTimeout()
-      throw RemoteQueueError(
-        .databaseUnreachable, message: "a statement got no answer within \(timeout.seconds) s", transient: true)
+    } onCancel: {
+      race.finish(.failure(CancellationError()))
     }
   }
 
@@ -169,5 +165,59 @@ struct Backoff {
   /// Starts again from the shortest wait (after a success).
   mutating func reset() {
     attempt = 0
+  }
+}
+
+/// A statement against its time limit: the first of the two to finish resumes the caller, and
+/// the other is cancelled. Only state under the lock; the caller is resumed outside it.
+final class StatementRace<Result: Sendable>: Sendable {
+  private struct State {
+    var continuation: CheckedContinuation<Result, any Error>?
+    var early: Swift.Result<Result, any Error>?
+    var finished = false
+    var tasks: [Task<Void, Never>] = []
+  }
+
+  private let state = Locked(State())
+
+  /// The caller to resume (an outcome that came first is delivered at once).
+  func attach(_ continuation: CheckedContinuation<Result, any Error>) {
+    let early = state.withLock { state -> Swift.Result<Result, any Error>? in
+      if let early = state.early {
+        state.early = nil
+        return early
+      }
+      state.continuation = continuation
+      return nil
+    }
+    if let early { continuation.resume(with: early) }
+  }
+
+  /// A racing task, cancelled once the race is decided.
+  func add(_ task: Task<Void, Never>) {
+    let decided = state.withLock { state -> Bool in
+      if state.finished { return true }
+      state.tasks.append(task)
+      return false
+    }
+    if decided { task.cancel() }
+  }
+
+  /// Decides the race with `outcome` if nothing decided it yet.
+  func finish(_ outcome: Swift.Result<Result, any Error>) {
+    let (continuation, tasks) = state.withLock {
+      state -> (CheckedContinuation<Result, any Error>?, [Task<Void, Never>]) in
+      guard !state.finished else { return (nil, []) }
+      state.finished = true
+      defer { state.tasks = [] }
+      guard let continuation = state.continuation else {
+        state.early = outcome
+        return (nil, state.tasks)
+      }
+      state.continuation = nil
+      return (continuation, state.tasks)
+    }
+    for task in tasks { task.cancel() }
+    continuation?.resume(with: outcome)
   }
 }
