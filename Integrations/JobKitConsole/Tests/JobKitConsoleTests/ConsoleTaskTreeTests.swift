@@ -48,7 +48,8 @@ struct ConsoleTaskTreeTests {
         client, queue: queue, kind: "ship", key: "o-1\u{1F}charge\u{1F}ship", state: "available", parent: childA,
         started: false)
 
-      let tree = try #require(try await RemoteQueue.taskTree(client: client, id: root, logger: ConsoleTestDatabase.logger))
+      let tree = try #require(
+        try await RemoteQueue.taskTree(client: client, id: root, logger: ConsoleTestDatabase.logger))
       #expect(tree.nodes.map(\.id) == [root, childA, grandchild, childB])
       #expect(tree.nodes.map(\.depth) == [0, 1, 2, 1])
       #expect(tree.nodes.map(\.localKey) == ["o-1", "charge", "ship", "<script>x</script>"])
@@ -94,8 +95,10 @@ struct ConsoleTaskTreeTests {
   @Test func aRowWithoutChildrenOrParentHasNoTreeNorParentLink() async throws {
     try await ConsoleTestDatabase.withClient { client in
       let queue = try await ConsoleTestDatabase.makeQueue(client).name
-      let alone = try await Self.insert(client, queue: queue, kind: "alone", key: "alone", state: "completed", parent: nil)
-      let tree = try #require(try await RemoteQueue.taskTree(client: client, id: alone, logger: ConsoleTestDatabase.logger))
+      let alone = try await Self.insert(
+        client, queue: queue, kind: "alone", key: "alone", state: "completed", parent: nil)
+      let tree = try #require(
+        try await RemoteQueue.taskTree(client: client, id: alone, logger: ConsoleTestDatabase.logger))
       #expect(tree.nodes.map(\.id) == [alone])
       #expect(tree.parent == nil && !tree.isCut)
       #expect(try await RemoteQueue.taskTree(client: client, id: -1, logger: ConsoleTestDatabase.logger) == nil)
