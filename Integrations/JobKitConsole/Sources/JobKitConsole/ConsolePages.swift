@@ -220,13 +220,17 @@ enum ConsolePages {
   }
 
   /// One bar per row of `tree` (the task first): a thin part from its creation to its first
-  /// start (waiting), a thick part from there to its end (or now), colored by state.
+  /// start (waiting), a thick part from there to its end (or now), colored by state; scaled
+  /// from the first creation to the last end.
   static func timeline(_ tree: RemoteQueue.TaskTree, paths: ConsolePaths) -> HTML {
-    let span = max(tree.nodes.map(\.createdAgo).max() ?? 0, 0.001)
+    // From the first creation to the last end (now while a row is unfinished).
+    let origin = tree.nodes.map(\.createdAgo).max() ?? 0
+    let last = tree.nodes.map { $0.finishedAgo ?? 0 }.min() ?? 0
+    let span = max(origin - last, 0.001)
     let width = 1000.0
     let label = 260.0
     let rowHeight = 18
-    func x(_ ago: Double) -> String { String(format: "%.1f", label + (span - ago) / span * (width - label)) }
+    func x(_ ago: Double) -> String { String(format: "%.1f", label + (origin - ago) / span * (width - label)) }
     let bars = tree.nodes.enumerated().map { index, node -> HTML in
       let y = index * rowHeight
       let end = node.finishedAgo ?? 0
@@ -247,7 +251,8 @@ enum ConsolePages {
     return """
       <svg class="timeline" role="img" aria-label="Timeline of the task and its children" \
       viewBox="0 0 \(Int(width)) \(height)" width="100%" preserveAspectRatio="xMinYMin meet">\
-      \(bars)</svg><p class="timeline-span">From the task's creation, \(age(span)) ago, to now.</p>
+      \(bars)</svg><p class="timeline-span">\(age(span)) from the first creation to the last end\
+      \(last > 0 ? "" : " (now)").</p>
       """
   }
 
