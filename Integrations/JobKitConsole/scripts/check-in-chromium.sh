@@ -8,7 +8,9 @@
 #    (a form post from the console's origin, as its page sends) it puts the task back, and a
 #    worker then completes it;
 #  - the database URL's password shows on no page and in no log;
-#  - screenshots of the dashboard and of a task page go to .build-console-artifacts/.
+#  - a durable task's page lists its children and draws their timeline;
+#  - screenshots of the dashboard, of a task page and of a durable task's page go to
+#    .build-console-artifacts/.
 #
 #   bash Integrations/JobKitConsole/scripts/check-in-chromium.sh
 set -euo pipefail
@@ -56,6 +58,8 @@ seeded="$(timeout 120 "$bin/jobkit-console-seed" seed)"
 echo "$seeded"
 failed_id="$(sed -n 's/^failed-task=//p' <<<"$seeded")"
 [[ "$failed_id" =~ ^[0-9]+$ ]] || fail "the seed printed no failed task"
+durable_id="$(sed -n 's/^durable-task=//p' <<<"$seeded")"
+[[ "$durable_id" =~ ^[0-9]+$ ]] || fail "the seed printed no durable task"
 
 port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 token="check-$RANDOM$RANDOM"
@@ -121,6 +125,14 @@ shoot() {
 }
 shoot "$base/" "$artifacts/dashboard.png" 1280,420
 shoot "$task" "$artifacts/task.png" 1000,760
+
+dump "$base/tasks/$durable_id" "$work/task-tree.html"
+[[ "$(grep -o '<li data-id="[0-9]*"><a href="[^"]*">pack-item</a>' "$work/task-tree.html" | wc -l)" == 2 ]] ||
+  fail "the durable task's page does not list its two children"
+[[ "$(grep -o '<g class="bar" data-id="[0-9]*" data-state="completed">' "$work/task-tree.html" | wc -l)" == 3 ]] ||
+  fail "the durable task's timeline has not three completed bars"
+echo "durable task page: two children in the tree, three bars in the timeline"
+shoot "$base/tasks/$durable_id" "$artifacts/task-tree.png" 1000,760
 
 # post TOKEN-FIELD ORIGIN: the status of a retry as the page's form sends it.
 post() {

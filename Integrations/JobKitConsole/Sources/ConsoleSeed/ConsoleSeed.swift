@@ -9,7 +9,8 @@ import PostgresNIO
 /// - `jobkit-console-seed seed`: in queue `console-demo`, 5 completed `resize-image` tasks and
 ///   one `send-email` task (key `<b>mail-1</b>`) that failed with the error
 ///   `<script>alert('pwned')</script>`; in queue `console-backlog`, 3 `report` tasks left
-///   available (no worker serves that queue). Prints `failed-task=ID`.
+///   available (no worker serves that queue); a durable `fulfil-order` task whose handler runs
+///   two `pack-item` children. Prints `failed-task=ID` and `durable-task=ID`.
 /// - `jobkit-console-seed complete KEY`: a worker of `console-demo` runs until the task with key
 ///   KEY is completed (after a retry, its second run succeeds).
 ///
@@ -32,6 +33,18 @@ struct ConsoleSeed {
     typealias Input = String
     typealias Output = String
     static let name = "report"
+  }
+
+  enum FulfilOrder: RemoteTaskKind {
+    typealias Input = String
+    typealias Output = String
+    static let name = "fulfil-order"
+  }
+
+  enum PackItem: RemoteTaskKind {
+    typealias Input = String
+    typealias Output = String
+    static let name = "pack-item"
   }
 
   struct MarkupError: Error, CustomStringConvertible {
@@ -82,6 +95,9 @@ struct ConsoleSeed {
       } catch {
         print("failed-task=\(failing.taskID ?? -1)")
       }
+      let order = RemoteWork<FulfilOrder>("order-1", queue: demo, idempotencyKey: "order-1")
+      _ = try await order.run()
+      print("durable-task=\(order.taskID ?? -1)")
     }
     // Tasks nobody serves: inserted, then left available when the process exits (a cancelled
     // wait would cancel them).
@@ -107,6 +123,13 @@ struct ConsoleSeed {
     let worker = RemoteWorker(
       queue: queue, id: "console-seed", configuration: configuration, logger: Logger(label: "console-seed"))
     worker.register(ResizeImage.self) { input, _ in "resized \(input)" }
+    worker.register(PackItem.self) { input, _ in "packed \(input)" }
+    worker.register(FulfilOrder.self) { input, _ in
+      for item in 1...2 {
+        _ = try await RemoteWork<PackItem>("\(input) item \(item)", queue: queue, idempotencyKey: "item-\(item)").run()
+      }
+      return "fulfilled \(input)"
+    }
     worker.register(SendEmail.self) { input, context in
       if context.attempt == 1 { throw MarkupError() }
       return "sent \(input)"

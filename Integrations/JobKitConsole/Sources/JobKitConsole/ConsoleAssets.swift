@@ -58,5 +58,17 @@ enum ConsoleAssets {
     nav.pager a { margin-right: 16px; }
     .paused { background: #b35c00; color: #fff; border-radius: 3px; padding: 0 6px; font-size: 12px; }
     section.queues form.action { display: block; margin: 4px 0; }
+    div.tree ul { list-style: none; margin: 0; padding-left: 18px; border-left: 1px solid #d9dee4; }
+    div.tree > ul { padding-left: 0; border-left: 0; }
+    div.tree li { margin: 2px 0; } div.tree .attempts { color: #66707a; }
+    svg.timeline { background: #fff; border: 1px solid #d9dee4; font-size: 11px; max-width: 1000px; }
+    svg.timeline text { fill: #1d3557; }
+    svg.timeline line.wait { stroke: #b0b8c1; stroke-width: 2; }
+    svg.timeline g rect.run { fill: #6c757d; }
+    svg.timeline g[data-state="completed"] rect.run { fill: #2e7d32; }
+    svg.timeline g[data-state="running"] rect.run { fill: #1565c0; }
+    svg.timeline g[data-state="failed"] rect.run { fill: #b00020; }
+    svg.timeline g[data-state="cancelled"] rect.run { fill: #b35c00; }
+    svg.timeline g[data-state="available"] rect.run { fill: #90a4ae; }
     """
 }

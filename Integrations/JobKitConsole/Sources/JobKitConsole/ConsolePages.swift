@@ -117,7 +117,10 @@ enum ConsolePages {
 
   // MARK: Task page
 
-  static func taskDetail(_ task: RemoteQueue.TaskSnapshot, leaseDuration: Double) -> HTML {
+  static func taskDetail(
+    _ task: RemoteQueue.TaskSnapshot, leaseDuration: Double, parent: RemoteQueue.TaskTree.Parent? = nil,
+    paths: ConsolePaths
+  ) -> HTML {
     var lease: HTML = "–"
     if task.state == "running", let expiresIn = task.leaseExpiresIn {
       let heartbeat = max(0, leaseDuration - expiresIn)
@@ -133,11 +136,19 @@ enum ConsolePages {
     let error: HTML = task.errorMessage.map { "<pre class=\"error\">\(preview($0, limit: 4000))</pre>" } ?? "–"
     let output: HTML =
       task.outputPreview.map { data in bytes(data, total: task.outputLength, className: "output") } ?? "–"
+    let parentLink: HTML =
+      parent.map { parent in
+        """
+
+        <dt>Parent</dt><dd><a class="parent" href="\(paths.task(parent.id))">\(parent.kind) \(parent.id)</a> \
+        <span class="key">\(parent.idempotencyKey)</span></dd>
+        """
+      } ?? ""
     return """
       <dl class="task">
       <dt>Queue</dt><dd>\(task.queue)</dd>
       <dt>Kind</dt><dd>\(task.kind)</dd>
-      <dt>Key</dt><dd class="key">\(task.idempotencyKey)</dd>
+      <dt>Key</dt><dd class="key">\(task.idempotencyKey)</dd>\(parentLink)
       <dt>State</dt><dd class="state" data-state="\(task.state)">\(task.state)\(cancel)</dd>
       <dt>Attempts</dt><dd>\(task.attempt) of \(task.maxAttempts)</dd>
       <dt>Owner</dt><dd>\(task.owner ?? "–")</dd>
@@ -177,6 +188,71 @@ enum ConsolePages {
     return """
       <section class="actions"><h2>Actions</h2>\(shown)\(readOnlyNote)\
       \(form("retry", "Retry", enabled: canRetry))\(form("cancel", "Cancel", enabled: canCancel))</section>
+      """
+  }
+
+  // MARK: Children and timeline
+
+  /// The task's descendants as nested lists and their timeline as an SVG; nothing when the
+  /// task has no children.
+  static func taskTree(_ tree: RemoteQueue.TaskTree, paths: ConsolePaths) -> HTML {
+    guard tree.nodes.count > 1 else { return "" }
+    func list(_ parent: Int64) -> HTML {
+      let items = tree.children(of: parent).map { node -> HTML in
+        let nested = list(node.id)
+        return """
+          <li data-id="\(node.id)"><a href="\(paths.task(node.id))">\(node.kind)</a> \
+          <span class="key">\(node.localKey)</span> \
+          <span class="state" data-state="\(node.state)">\(node.state)</span> \
+          <span class="attempts">\(node.attempt)/\(node.maxAttempts)</span>\(nested)</li>
+          """
+      }
+      return items.isEmpty ? "" : "<ul>\(items)</ul>"
+    }
+    let cut: HTML =
+      tree.isCut
+      ? "<p class=\"cut\">Cut: only the first \(tree.nodes.count) rows are shown.</p>"
+      : ""
+    return """
+      <section class="tree"><h2>Children</h2>\(cut)<div class="tree">\(list(tree.root.id))</div>
+      <h2>Timeline</h2>\(timeline(tree, paths: paths))</section>
+      """
+  }
+
+  /// One bar per row of `tree` (the task first): a thin part from its creation to its first
+  /// start (waiting), a thick part from there to its end (or now), colored by state; scaled
+  /// from the first creation to the last end.
+  static func timeline(_ tree: RemoteQueue.TaskTree, paths: ConsolePaths) -> HTML {
+    // From the first creation to the last end (now while a row is unfinished).
+    let origin = tree.nodes.map(\.createdAgo).max() ?? 0
+    let last = tree.nodes.map { $0.finishedAgo ?? 0 }.min() ?? 0
+    let span = max(origin - last, 0.001)
+    let width = 1000.0
+    let label = 260.0
+    let rowHeight = 18
+    func x(_ ago: Double) -> String { String(format: "%.1f", label + (origin - ago) / span * (width - label)) }
+    let bars = tree.nodes.enumerated().map { index, node -> HTML in
+      let y = index * rowHeight
+      let end = node.finishedAgo ?? 0
+      let start = node.firstStartedAgo ?? end
+      let indent = String(repeating: "  ", count: node.depth)
+      let ran = node.firstStartedAgo == nil ? "never started" : "\(age(start - end)) from first start to end"
+      let title = "\(node.kind) \(node.localKey): \(node.state), \(ran)"
+      return """
+        <g class="bar" data-id="\(node.id)" data-state="\(node.state)"><title>\(title)</title>\
+        <a href="\(paths.task(node.id))"><text x="0" y="\(y + 13)" xml:space="preserve">\
+        \(indent)\(preview(node.kind + " " + node.localKey, limit: 40))</text></a>\
+        <line class="wait" x1="\(x(node.createdAgo))" x2="\(x(start))" y1="\(y + 9)" y2="\(y + 9)"/>\
+        <rect class="run" x="\(x(start))" y="\(y + 3)" height="12" \
+        width="\(String(format: "%.1f", max(1, (start - end) / span * (width - label))))"/></g>
+        """
+    }
+    let height = tree.nodes.count * rowHeight + 4
+    return """
+      <svg class="timeline" role="img" aria-label="Timeline of the task and its children" \
+      viewBox="0 0 \(Int(width)) \(height)" width="100%" preserveAspectRatio="xMinYMin meet">\
+      \(bars)</svg><p class="timeline-span">\(age(span)) from the first creation to the last end\
+      \(last > 0 ? "" : " (now)").</p>
       """
   }
 

@@ -146,7 +146,11 @@ public struct RemoteConsole: Sendable {
       guard let task = try await RemoteQueue.task(client: client, id: id, logger: logger) else {
         return notFound(paths)
       }
-      let live = ConsolePages.taskDetail(task, leaseDuration: configuration.leaseDuration.seconds)
+      let tree = try await RemoteQueue.taskTree(client: client, id: id, logger: logger)
+      let live: HTML = """
+        \(ConsolePages.taskDetail(task, leaseDuration: configuration.leaseDuration.seconds, parent: tree?.parent, paths: paths))\
+        \(tree.map { ConsolePages.taskTree($0, paths: paths) } ?? "")
+        """
       let notice = request.uri.queryParameters["done"].map { String($0) }
       let actions = ConsolePages.actions(task, readOnly: actionGuard.isReadOnly, notice: notice, paths: paths)
       return page(title: "Task \(id)", live: live, after: actions, fragment: fragment, paths: paths)

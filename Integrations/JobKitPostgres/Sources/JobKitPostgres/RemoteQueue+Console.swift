@@ -204,6 +204,122 @@ extension RemoteQueue {
     try await requestCancel(key: key, generation: nil)
   }
 
+  /// A task and its descendants: the rows its handler's ``RemoteWork``s created (`parent_id`),
+  /// theirs, and so on; and the task's own parent, if any.
+  public struct TaskTree: Sendable, Equatable {
+    /// One row of the tree. Times are seconds before the read (`nil`: not yet).
+    public struct Node: Sendable, Equatable {
+      /// The row's id.
+      public let id: Int64
+      /// The row's parent (`nil` for a task that no handler created).
+      public let parentID: Int64?
+      /// 0 for the task the tree was read from, 1 for its children, and so on.
+      public let depth: Int
+      /// The kind's name.
+      public let kind: String
+      /// The row's whole key.
+      public let idempotencyKey: String
+      /// The key as its handler named it: the part after its parent's key and U+001F (the
+      /// whole key when it is not scoped that way).
+      public let localKey: String
+      /// `available`, `running`, `completed`, `failed` or `cancelled`.
+      public let state: String
+      /// Runs so far.
+      public let attempt: Int
+      /// The most runs.
+      public let maxAttempts: Int
+      /// Seconds since the row was created.
+      public let createdAgo: Double
+      /// Seconds since its first run started, `nil` if it never ran.
+      public let firstStartedAgo: Double?
+      /// Seconds since it became final, `nil` while it is not.
+      public let finishedAgo: Double?
+    }
+
+    /// The task's parent: the row whose handler created it.
+    public struct Parent: Sendable, Equatable {
+      /// The parent's id.
+      public let id: Int64
+      /// The parent's kind.
+      public let kind: String
+      /// The parent's key.
+      public let idempotencyKey: String
+    }
+
+    /// The task first, then its descendants depth first (children by creation, then id).
+    public let nodes: [Node]
+    /// The task's parent, `nil` if it has none (or it was deleted).
+    public let parent: Parent?
+    /// Whether rows were left out: more than the row limit, or deeper than the depth limit.
+    public let isCut: Bool
+
+    /// The task the tree was read from.
+    public var root: Node { nodes[0] }
+
+    /// The rows whose parent is `id`, in ``nodes``'s order.
+    public func children(of id: Int64) -> [Node] { nodes.filter { $0.parentID == id && $0.depth > 0 } }
+  }
+
+  /// The task with id `id` and its descendants over `parent_id`, at most `rowLimit` rows (the
+  /// task included) and `depthLimit` levels below it, with its parent, in one statement (a
+  /// recursive query that stops once it has one row more than the limit); `nil` without such
+  /// a row. ``TaskTree/isCut`` says whether rows were left out.
+  public static func taskTree(
+    client: PostgresClient, id: Int64, rowLimit: Int = 500, depthLimit: Int = 32, logger: Logger
+  ) async throws -> TaskTree? {
+    let rowLimit = max(1, rowLimit)
+    let depthLimit = Int32(clamping: max(0, depthLimit))
+    let fetched = Int32(clamping: rowLimit + 1)
+    let query: PostgresQuery = """
+      WITH RECURSIVE tree(id, depth) AS (
+        SELECT id, 0 FROM jobkit_remote_tasks WHERE id = \(id)
+        UNION ALL
+        SELECT c.id, t.depth + 1 FROM tree t JOIN jobkit_remote_tasks c ON c.parent_id = t.id
+        WHERE t.depth <= \(depthLimit)
+      ), kept AS (SELECT id, depth FROM tree LIMIT \(fetched))
+      SELECT r.id, r.parent_id, k.depth, r.kind, r.idempotency_key, r.state, r.attempt, r.max_attempts,
+        extract(epoch FROM now() - r.created_at)::float8, extract(epoch FROM now() - r.first_started_at)::float8,
+        extract(epoch FROM now() - r.finished_at)::float8, p.id, p.kind, p.idempotency_key
+      FROM kept k JOIN jobkit_remote_tasks r ON r.id = k.id
+      LEFT JOIN jobkit_remote_tasks p ON k.depth = 0 AND p.id = r.parent_id
+      ORDER BY k.depth, r.created_at, r.id
+      """
+    var rows: [(node: TaskTree.Node, parent: TaskTree.Parent?)] = []
+    var keys: [Int64: String] = [:]
+    for try await row in try await client.query(query, logger: logger).decode(
+      (
+        Int64, Int64?, Int32, String, String, String, Int32, Int32, Double, Double?, Double?, Int64?, String?,
+        String?
+      ).self)
+    {
+      keys[row.0] = row.4
+      let parentKey = row.2 == 0 ? nil : row.1.flatMap { keys[$0] }
+      var localKey = row.4
+      if let parentKey, row.4.hasPrefix(parentKey + "\u{1F}") {
+        localKey = String(row.4.dropFirst(parentKey.count + 1))
+      }
+      let node = TaskTree.Node(
+        id: row.0, parentID: row.1, depth: Int(row.2), kind: row.3, idempotencyKey: row.4, localKey: localKey,
+        state: row.5, attempt: Int(row.6), maxAttempts: Int(row.7), createdAgo: row.8, firstStartedAgo: row.9,
+        finishedAgo: row.10)
+      let parent = row.11.map { TaskTree.Parent(id: $0, kind: row.12 ?? "", idempotencyKey: row.13 ?? "") }
+      rows.append((node, parent))
+    }
+    guard let root = rows.first, root.node.depth == 0 else { return nil }
+    let isCut = rows.count > rowLimit || rows.contains { $0.node.depth > Int(depthLimit) }
+    let kept = rows.prefix(rowLimit).map { $0.node }.filter { $0.depth <= Int(depthLimit) }
+    // Depth first: each node followed by its children (rows came level by level).
+    var children: [Int64: [TaskTree.Node]] = [:]
+    for node in kept.dropFirst() { children[node.parentID ?? 0, default: []].append(node) }
+    var ordered: [TaskTree.Node] = []
+    var stack = [root.node]
+    while let node = stack.popLast() {
+      ordered.append(node)
+      stack.append(contentsOf: (children[node.id] ?? []).reversed())
+    }
+    return TaskTree(nodes: ordered, parent: root.parent, isCut: isCut)
+  }
+
   private static let snapshotColumns = """
     id, queue, kind, idempotency_key, state, attempt, max_attempts, owner,
     extract(epoch FROM lease_expires_at - now())::float8, extract(epoch FROM run_after - now())::float8,
