@@ -191,6 +191,16 @@ enum RemoteSchema {
         """,
       ]
     ),
+    (
+      6,
+      [
+        // A job's whole tree (finished children included) for the console's task page
+        // (RemoteQueue.taskTree): the index of version 4 covers unfinished children only.
+        """
+        CREATE INDEX jobkit_remote_tasks_parent ON jobkit_remote_tasks (parent_id) WHERE parent_id IS NOT NULL
+        """
+      ]
+    ),
   ]
 
   /// The newest version this library knows.
