@@ -9,12 +9,7 @@ extension RemoteConsole {
   /// Pauses (`pause`) or resumes the queue named by the form field `queue`, after the same
   /// checks as a task's actions; back to the dashboard with a notice.
   func actOnQueue(pause: Bool, _ request: Request, _ paths: ConsolePaths) async throws -> Response {
-    var request = request
-    let body = try await request.collectBody(upTo: 16 * 1024)
-    let form = Self.formFields(String(buffer: body))
-    let verdict = actionGuard.check(
-      token: request.headers[Self.tokenHeader] ?? form["token"], origin: request.headers[.origin],
-      fetchSite: request.headers[Self.fetchSiteHeader], host: request.head.authority)
+    let (form, verdict) = try await guardedForm(request)
     let action = pause ? "pause" : "resume"
     guard verdict == .allowed else {
       logger.notice(

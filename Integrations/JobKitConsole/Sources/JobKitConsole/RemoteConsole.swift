@@ -166,13 +166,20 @@ public struct RemoteConsole: Sendable {
     case cancel
   }
 
-  func act(_ action: Action, _ request: Request, id: Int64?, _ paths: ConsolePaths) async throws -> Response {
+  /// An action's form fields (at most 16 KB) and the guard's verdict on its token, origin,
+  /// fetch site and host: every action reads its request through this one door.
+  func guardedForm(_ request: Request) async throws -> (form: [String: String], verdict: ActionGuard.Verdict) {
     var request = request
     let body = try await request.collectBody(upTo: 16 * 1024)
     let form = Self.formFields(String(buffer: body))
     let verdict = actionGuard.check(
       token: request.headers[Self.tokenHeader] ?? form["token"], origin: request.headers[.origin],
       fetchSite: request.headers[Self.fetchSiteHeader], host: request.head.authority)
+    return (form, verdict)
+  }
+
+  func act(_ action: Action, _ request: Request, id: Int64?, _ paths: ConsolePaths) async throws -> Response {
+    let (_, verdict) = try await guardedForm(request)
     guard verdict == .allowed else {
       logger.notice(
         "jobkit-console: an action was refused",

@@ -77,3 +77,14 @@ final class DurableScope: JobScope, @unchecked Sendable {
     JobController.currentScope as? DurableScope
   }
 }
+
+extension Locked where Value == DurableScope? {
+  /// Keeps `scope` if it is a durable job's and none is held yet: what a ``RemoteWork`` or a
+  /// ``DurableStep`` tracked by a job takes from it (a scope bound at the task's creation wins).
+  func adopt(_ scope: any JobScope) {
+    guard let durable = scope as? DurableScope else { return }
+    withLockedValue { current in
+      if current == nil { current = durable }
+    }
+  }
+}

@@ -62,10 +62,7 @@ open class DurableStep<Output: Codable & Sendable>: Work<Output>, @unchecked Sen
 extension DurableStep: JobScopeInheriting {
   /// Takes the durable scope of the job that tracks the step (unless it has one already).
   public func inheritScope(_ scope: any JobScope) {
-    guard let durable = scope as? DurableScope else { return }
-    self.scope.withLock { current in
-      if current == nil { current = durable }
-    }
+    self.scope.adopt(scope)
   }
 }
 

@@ -112,10 +112,7 @@ open class RemoteWork<Kind: RemoteTaskKind>: Work<Kind.Output>, @unchecked Senda
 extension RemoteWork: JobScopeInheriting {
   /// Takes the durable scope of the job that tracks the task (unless it has one already).
   public func inheritScope(_ scope: any JobScope) {
-    guard let durable = scope as? DurableScope else { return }
-    self.scope.withLock { current in
-      if current == nil { current = durable }
-    }
+    self.scope.adopt(scope)
   }
 }
 

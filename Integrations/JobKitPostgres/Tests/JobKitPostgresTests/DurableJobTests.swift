@@ -13,32 +13,18 @@ extension DatabaseTests {
   /// parent holds no slot, cancels and finishes cascade to the unfinished children.
   @Suite
   struct DurableJobTests {
-    /// The worker of these tests: echo and tree handlers, in a service group with `queue` (its
-    /// `run()` routes the children's results to the waiting jobs) unless `runsQueue` is false
-    /// (another group runs it); shut down gracefully after `body`.
+    /// The worker of these tests: echo and tree handlers, run beside `queue` (its `run()` routes
+    /// the children's results to the waiting jobs) unless `runsQueue` is false (another group
+    /// runs it); shut down gracefully after `body`.
     static func withTreeWorker<Result: Sendable>(
       _ queue: RemoteQueue, id: String = "worker", maxConcurrent: Int = 16, runsQueue: Bool = true,
       _ body: @Sendable (RemoteWorker) async throws -> Result
     ) async throws -> Result {
       var configuration = TestDatabase.workerConfiguration()
       configuration.maxConcurrent = maxConcurrent
-      let worker = RemoteWorker(queue: queue, id: id, configuration: configuration, logger: TestDatabase.logger)
-      TestSupport.registerEcho(on: worker, client: queue.client)
-      TestSupport.registerTree(on: worker, client: queue.client)
-      let services: [any Service] = runsQueue ? [queue, worker] : [worker]
-      let group = ServiceGroup(services: services, logger: TestDatabase.logger)
-      return try await withThrowingTaskGroup(of: Void.self) { tasks in
-        tasks.addTask { try await group.run() }
-        do {
-          let result = try await body(worker)
-          await group.triggerGracefulShutdown()
-          try await tasks.waitForAll()
-          return result
-        } catch {
-          tasks.cancelAll()
-          throw error
-        }
-      }
+      return try await TestDatabase.withWorker(
+        queue, id: id, configuration: configuration, runsQueue: runsQueue,
+        register: { TestSupport.registerTree(on: $0, client: queue.client) }, body)
     }
 
     /// Each row of `queue`: key → (id, parent id, state).

@@ -68,16 +68,20 @@ enum TestDatabase {
   /// The tests' logger.
   static let logger = Logger(label: "test")
 
-  /// Runs `body` while an in-process worker with the echo handler serves `queue` and the queue
-  /// routes results (both in a service group); then shuts the group down gracefully.
+  /// Runs `body` while an in-process worker with the echo handler (and what `register` adds)
+  /// serves `queue` and the queue routes results (both in a service group; the worker alone
+  /// without `runsQueue`, when another group runs the queue); then shuts the group down gracefully.
   static func withWorker<Result: Sendable>(
     _ queue: RemoteQueue, id: String = "worker",
     configuration: RemoteWorker.Configuration = workerConfiguration(),
+    runsQueue: Bool = true, register: (RemoteWorker) -> Void = { _ in },
     _ body: @Sendable (RemoteWorker) async throws -> Result
   ) async throws -> Result {
     let worker = RemoteWorker(queue: queue, id: id, configuration: configuration, logger: logger)
     TestSupport.registerEcho(on: worker, client: queue.client)
-    let group = ServiceGroup(services: [queue, worker], logger: logger)
+    register(worker)
+    let services: [any Service] = runsQueue ? [queue, worker] : [worker]
+    let group = ServiceGroup(services: services, logger: logger)
     return try await withThrowingTaskGroup(of: Void.self) { tasks in
       tasks.addTask { try await group.run() }
       do {
