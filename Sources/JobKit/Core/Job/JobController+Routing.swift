@@ -156,12 +156,6 @@ extension JobController {
       guard let last = jobState.withLock({ $0.drainAfterAllTasksFinished() }) else { return .drained(routed: nil) }
       return perform(last)
     case .step(.finish(let finish)):
-      // A failing stop's error is the job's reason (as `performNow` records it): the job may
-      // finish before that stop's `performNow` runs (later on this thread's stop trampoline,
-      // or on the thread that recorded the stop), and a finished operation's reason stays.
-      if case .failed(let error)? = finish.stop {
-        _ = adoptFailingStop(error)
-      }
       finish.graceTimer?.cancel()
       finish.timeLimitTimer?.cancel()
       for group in finish.unusedLimits {
@@ -252,22 +246,9 @@ extension JobController {
   }
 
   /// Why the job stops, to hand down to a task tracked while it stops, as `performNow` hands
-  /// it down to what it cancels: a failing stop's error (recorded as the job's reason if
-  /// `performNow` has not yet), else the job's own `cancellationReason` (a parent's cancel may
-  /// have recorded one before the stop this job's state recorded).
+  /// it down to what it cancels (``JobState/stopReason``).
   func stopReason() -> any Error {
-    stopReason(failing: readJobState { $0.phase.stopError })
-  }
-
-  /// The reason of a stop whose error is `failing` (`nil` for a cancel's stop), recorded as
-  /// the job's `cancellationReason`: a failing stop's error replaces a reason that a cancel
-  /// recorded before the job's state recorded the failure (the job fails with it, and its
-  /// `error` and `cancellationReason` agree); a cancel's stop keeps the first reason.
-  private func stopReason(failing: (any Error)?) -> any Error {
-    if let failing {
-      return adoptFailingStop(failing)
-    }
-    return adoptCancellationReason(nil)
+    readJobState { $0.stopReason }
   }
 
   /// Carries out a stop that was recorded: now, or, when this thread is carrying out another
@@ -280,8 +261,7 @@ extension JobController {
   /// Carries out a stop: cancels timers, arms the grace period, cancels tasks, queues the tasks
   /// a suspension held back, starts those that waited for admission, drains.
   func performNow(_ actions: JobState.StopActions) {
-    // Recorded before anything is cancelled, so that what is cancelled sees the job's reason.
-    let reason = stopReason(failing: actions.reason)
+    _ = actions.replacedReason  // released here, after the lock
     for timer in actions.timers {
       timer.cancel()
     }
@@ -289,8 +269,11 @@ extension JobController {
     if actions.armsGrace {
       armCancellationGrace()
     }
-    for task in actions.cancel {
-      task.cancel(handingDown: reason)
+    // The reason was recorded with the stop: what is cancelled sees it.
+    if let reason = actions.reason {
+      for task in actions.cancel {
+        task.cancel(handingDown: reason)
+      }
     }
     // Tasks a suspension held back go to their queues after their cancel: they finish at once.
     if !actions.admitted.isEmpty {

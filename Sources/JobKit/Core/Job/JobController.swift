@@ -214,9 +214,7 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// Called by ``fail(_:)``: stops the job with `error`. A subclass that must finish work of its
   /// own before the job can finish overrides it and calls `super`; never with a lock held.
   func failureRequested(_ error: any Error) {
-    // The reason first: a task tracked while the job stops reads it. A cancel that comes
-    // between the two stops the job as this failure (see `cancelStop`).
-    adoptFailureReason(error)
+    // The stop and its reason in one step (`JobState.stop`).
     stop(.failed(error))
     // As a cancel does: a start that waited for a resume runs now (stopped, the job finishes
     // without `main()`), and a later `suspend()` is a no-op.
@@ -270,17 +268,12 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   public final override func operationCancelled() {}
 
   override func cancellationRequested() {
-    stop(cancelStop)
+    perform(withJobState(.afterActions, on: currentThreadID()) { $0.cancel() }.result)
   }
 
-  /// The stop of a cancel, with the reason recorded before it (a plain cancel's
-  /// `CancellationError` left out, as the `taskFinished` event leaves it out). If a failing
-  /// stop (`fail(_:)`, a time limit) recorded that reason and not yet its stop, the first reason
-  /// decides: the job fails with it, as that stop would have.
-  private var cancelStop: JobStop {
-    let (reason, isFailure) = recordedReason
-    if isFailure, let reason { return .failed(reason) }
-    return .cancelled(reason: reason.flatMap { $0 is CancellationError ? nil : $0 })
+  /// The job's operation state is part of its `JobState`, under the job's one lock.
+  override func withStateLocked(_ body: (inout OperationState) -> Void) {
+    jobState.withLock { body(&$0.operation) }
   }
 
   /// Holds back or lets go the tasks the job queues, and suspends or resumes its children (see
@@ -294,7 +287,7 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
     // were cancelled and must still be waited for. Record the stop first: `cancel()` lets the
     // queue start the job (corelibs schedules a cancelled operation at once) before its own
     // `stop(.cancelled)` ran, and nothing may be routed as if the job ran normally.
-    stop(cancelStop)
+    cancellationRequested()
     _ = withJobState { $0.beginMain(on: currentThreadID(), keeping: self) }
     stoppedBeforeMain()
     withJobState { $0.mainReturned() }

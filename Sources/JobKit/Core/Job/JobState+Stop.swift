@@ -21,16 +21,40 @@ extension JobState {
     /// Held tasks that finished while the job was suspended: released with the actions, after
     /// the lock.
     var released: [TaskNode] = []
-    /// The error of a failing stop (a `fail(_:)`, a `.failFast` failure, a time limit): the
-    /// caller records it as the job's `cancellationReason` and hands it down to what it cancels.
+    /// Why the job stops, handed down to what it cancels (``JobState/stopReason``); `nil` when
+    /// the job was stopping already and nothing is to be done.
     var reason: (any Error)?
+    /// The reason a failing stop replaced, released with the actions, after the lock (an error
+    /// is a user's value: its `deinit` may be user code).
+    var replacedReason: (any Error)?
   }
 
-  /// Stops the job (first reason wins). Returns what the caller must cancel or release.
+  /// Why the job stops, as it hands it down to what it cancels: its operation's reason (a
+  /// failing stop's error, recorded with the stop; else the first reason a cancel recorded),
+  /// `CancellationError` if none.
+  var stopReason: any Error {
+    operation.cancellationReason ?? CancellationError()
+  }
+
+  /// `cancel()` reached the job, after its operation state recorded the cancel and its reason:
+  /// stops it with that reason (a plain cancel's `CancellationError` left out, as the
+  /// `taskFinished` event leaves it out). If a failing stop came first, nothing changes.
+  mutating func cancel() -> StopActions {
+    let reason = operation.cancellationReason
+    return stop(.cancelled(reason: reason.flatMap { $0 is CancellationError ? nil : $0 }))
+  }
+
+  /// Stops the job (first stop wins). A failing stop (a `fail(_:)`, a `.failFast` failure, a
+  /// time limit) records its error as the operation's reason in the same step, replacing a
+  /// cancel's: the job fails with it, and its `error` and `cancellationReason` agree. Returns
+  /// what the caller must cancel or release.
   mutating func stop(_ reason: Stop) -> StopActions {
     var actions = StopActions()
     guard phase.recordStop(reason) else { return actions }
-    if case .failed(let error) = reason { actions.reason = error }
+    if case .failed(let error) = reason {
+      actions.replacedReason = operation.recordFailingStop(error)
+    }
+    actions.reason = stopReason
     (actions.admitted, actions.released) = endSuspensionForStop()
     // Producers waiting for room are woken (`waitForRoom` throws the job's reason): admission
     // effects, which the door takes with this lock.

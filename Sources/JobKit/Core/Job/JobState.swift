@@ -13,6 +13,9 @@ import Foundation
 struct JobState {
   typealias Stop = JobStop
 
+  /// The job's life as an operation (start, cancel and its reason, suspension, finish): the
+  /// `ConcurrentOperation` state of the job, kept here so that one lock guards all of it.
+  var operation = OperationState()
   var phase = JobPhase.initial
   var registry = TaskRegistry()
   /// Finished tasks to route, events to deliver, progress to publish; and who drains them.

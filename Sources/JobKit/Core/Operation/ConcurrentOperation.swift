@@ -21,15 +21,18 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
   // @unchecked Sendable: all mutable state lives in `lockedState`, only touched under the
   // operation's mutex (`SharedLocks`), and in `directStarter` (see there).
   /// Only touched under the operation's mutex in `SharedLocks`, through ``state``. Exclusivity
-  /// unchecked: that mutex already excludes other accesses.
+  /// unchecked: that mutex already excludes other accesses. Unused by a job, whose operation
+  /// state is part of its `JobState`.
   @exclusivity(unchecked) private var lockedState = OperationState()
 
   /// The operation's state, reached with `state.withLock { … }`.
   var state: OperationStateAccess { OperationStateAccess(operation: Unmanaged.passUnretained(self)) }
 
-  /// Runs `body` on the state under the operation's mutex (see ``state``).
-  final func withStateLocked<Result>(_ body: (inout OperationState) throws -> Result) rethrows -> Result {
-    try SharedLocks.withLock(for: self) { try body(&lockedState) }
+  /// Runs `body` on the state under the lock that guards it (see ``state``): the operation's
+  /// mutex in `SharedLocks`. A job overrides it: its operation state lives in its `JobState`,
+  /// under its one lock. Not generic, so that the override is one table entry.
+  func withStateLocked(_ body: (inout OperationState) -> Void) {
+    SharedLocks.withLock(for: self) { body(&lockedState) }
   }
   /// The job that starts this operation itself, in no queue (`JobController.enqueue`), from its
   /// hand-off to a worker thread until that worker takes it: written before the hand-off, read and
@@ -186,13 +189,6 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
     state.withLock { ($0.error, $0.isCancelRequested) }
   }
 
-  /// A job's failing stop (`fail(_:)`, a time limit) records `error` as the reason before it
-  /// records the stop (see `recordFailureReason`).
-  func adoptFailureReason(_ error: any Error) {
-    let unused = state.withLock { $0.recordFailureReason(error) }
-    _ = unused  // released after the lock
-  }
-
   /// Suspends the operation: if its queue starts it while suspended, ``operationStart()`` waits
   /// until ``resume()`` (the operation counts as executing and keeps its queue slot meanwhile);
   /// if it runs already, it goes on, unless the subclass pauses it (override and call `super`,
@@ -257,10 +253,10 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
 
   /// ``operationDone(error:)`` for a subclass that records its outcome first: `record` runs
   /// under the operation's mutex (it must only touch the subclass's state guarded by it, see
-  /// `SharedLocks`); unless it returns `false`, the operation then finishes with `error` under the
-  /// same lock. Returns what `record` returned.
+  /// `SharedLocks`; never for a job); unless it returns `false`, the operation then finishes
+  /// with `error` under the same lock. Returns what `record` returned.
   final func operationDone(error: (any Error)?, recordingFirst record: () -> Bool) -> Bool {
-    let action = withStateLocked { state in record() ? state.finish(error: error) : nil }
+    let action = state.withLock { state in record() ? state.finish(error: error) : nil }
     guard let action else { return false }
     finished(action, error: error)
     return true

@@ -87,14 +87,10 @@ struct OperationState {
   var phase = Phase.idle(cancelled: false)
   private(set) var error: (any Error)?
   /// Why the operation was stopped: the first reason recorded before it finished (a
-  /// `cancel(reason:)`, a job's `fail(_:)` or time limit, a parent's reason handed down), or
-  /// `CancellationError` for a plain `cancel()`; for a job whose failing stop its job state
-  /// recorded, that stop's error (`recordFailingStop`). `nil` until then.
+  /// `cancel(reason:)`, a parent's reason handed down), or `CancellationError` for a plain
+  /// `cancel()`; for a job that a failing stop stopped, that stop's error
+  /// (`recordFailingStop`, in the same transition as the stop). `nil` until then.
   private(set) var cancellationReason: (any Error)?
-  /// `cancellationReason` is the error of a job's failing stop: recorded before that stop by
-  /// `fail(_:)` and a time limit (a cancel that arrives before the stop stops the job as it),
-  /// or after it, once the job state recorded it (`recordFailingStop`, any failing stop).
-  private(set) var isFailureReason = false
   private(set) var observers = Observers.none
   /// Told when the operation starts, then dropped (empty for an operation nobody's events
   /// observe: no allocation).
@@ -207,27 +203,15 @@ struct OperationState {
     return nil
   }
 
-  /// A job's failing stop (`fail(_:)`, a time limit) is about to be recorded with `error`:
-  /// records it as the reason, unless the operation finished or has one (the first wins), and
-  /// then marks the reason as a failure's. Returns the error not kept, for the caller to release
-  /// after the lock.
-  mutating func recordFailureReason(_ error: any Error) -> (any Error)? {
-    guard recordCancellationReason(error) == nil else { return error }
-    isFailureReason = true
-    return nil
-  }
-
-  /// A job's failing stop (`fail(_:)`, a time limit, a `.failFast` failure) was recorded in its
-  /// job state with `error`: the job ends with that error, so it becomes the reason, a
-  /// failure's, replacing one that a cancel, or a failure whose stop was not the one recorded,
-  /// wrote first (the job state's stop decides, so that `error` and `cancellationReason` agree).
-  /// Nothing changes once the operation finished. Returns the reason replaced, or `error` if not
-  /// kept, for the caller to release after the lock.
+  /// A job's failing stop (`fail(_:)`, a time limit, a `.failFast` failure) is recorded in its
+  /// job state with `error`, in the same transition: the job ends with that error, so it
+  /// becomes the reason, replacing one a cancel wrote first (so that `error` and
+  /// `cancellationReason` agree). Nothing changes once the operation finished. Returns the
+  /// reason replaced, or `error` if not kept, for the caller to release after the lock.
   mutating func recordFailingStop(_ error: any Error) -> (any Error)? {
     guard phase != .finished else { return error }
     let replaced = cancellationReason
     cancellationReason = error
-    isFailureReason = true
     return replaced
   }
 

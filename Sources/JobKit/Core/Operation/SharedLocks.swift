@@ -59,14 +59,20 @@ enum SharedLocks {
 }
 
 /// How a ``ConcurrentOperation``'s code reaches its state: `state.withLock { … }`, as with a
-/// `LockedBox`. Holds the operation unretained (so that reaching the state retains nothing): only
+/// `LockedBox`, under the lock `ConcurrentOperation.withStateLocked` takes (a job's own lock for
+/// a job). Holds the operation unretained (so that reaching the state retains nothing): only
 /// made and used while the operation is alive.
 struct OperationStateAccess {
   // Unretained: reaching an operation's state must not cost a retain (see above).
   let operation: Unmanaged<ConcurrentOperation>
 
   /// Runs `body` with exclusive access to the operation's state. `body` must only touch state.
-  func withLock<Result>(_ body: (inout OperationState) throws -> Result) rethrows -> Result {
-    try operation._withUnsafeGuaranteedRef { try $0.withStateLocked(body) }
+  func withLock<Result>(_ body: (inout OperationState) -> Result) -> Result {
+    var result: Result?
+    operation._withUnsafeGuaranteedRef { operation in
+      operation.withStateLocked { result = body(&$0) }
+    }
+    // Set above: `withStateLocked` runs its body once.
+    return result!
   }
 }

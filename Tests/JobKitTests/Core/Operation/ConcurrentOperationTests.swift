@@ -23,7 +23,7 @@ struct ConcurrentOperationTests {
     // no error: not cancelled.
     let stoppedWithoutACancel = ManualTask()
     stoppedWithoutACancel.start()
-    _ = stoppedWithoutACancel.adoptCancellationReason(TestError(2))
+    _ = stoppedWithoutACancel.state.withLock { $0.recordCancellationReason(TestError(2)) }
     stoppedWithoutACancel.finish()
     #expect(stoppedWithoutACancel.cancellationReason as? TestError == TestError(2))
     #expect(stoppedWithoutACancel.finishOutcome.error == nil && !stoppedWithoutACancel.finishOutcome.cancelled)

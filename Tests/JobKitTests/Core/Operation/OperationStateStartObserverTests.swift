@@ -48,40 +48,20 @@ struct OperationStateStartObserverTests {
   }
 }
 
-/// `OperationState`'s reason of a job's failing stop (`fail(_:)`, a time limit), recorded before
-/// the stop: a cancel that comes between keeps it, and it stays a failure's; a reason recorded
-/// first by a cancel is not one.
+/// `OperationState`'s reason of a job's failing stop (`fail(_:)`, a time limit), recorded with
+/// the stop in the job's state: it replaces a cancel's until the operation finished.
 @Suite("OperationState failure reason")
 struct OperationStateFailureReasonTests {
-  @Test func aCancelAfterAFailuresReasonKeepsItAsAFailures() {
-    var state = OperationState()
-    #expect(state.recordFailureReason(TestError(1)) == nil)
-    #expect(state.recordCancel() is CancellationError)
-    #expect(state.recordCancellationReason(TestError(2)) as? TestError == TestError(2))
-    #expect(state.cancellationReason as? TestError == TestError(1))
-    #expect(state.isFailureReason)
-    #expect(state.isCancelRequested)
-  }
-
   @Test func aFailingStopReplacesACancelsReasonUntilTheOperationFinished() {
     var state = OperationState()
     #expect(state.recordCancellationReason(TestError(5)) == nil)
     #expect(state.recordFailingStop(TestError(6)) as? TestError == TestError(5))
     #expect(state.cancellationReason as? TestError == TestError(6))
-    #expect(state.isFailureReason)
     #expect(state.recordCancellationReason(TestError(7)) as? TestError == TestError(7))
     #expect(state.cancellationReason as? TestError == TestError(6))
     _ = state.start()
     _ = state.finish(error: nil)
     #expect(state.recordFailingStop(TestError(8)) as? TestError == TestError(8))
     #expect(state.cancellationReason as? TestError == TestError(6))
-  }
-
-  @Test func aFailureAfterACancelsReasonIsNotRecorded() {
-    var state = OperationState()
-    #expect(state.recordCancellationReason(TestError(3)) == nil)
-    #expect(state.recordFailureReason(TestError(4)) as? TestError == TestError(4))
-    #expect(state.cancellationReason as? TestError == TestError(3))
-    #expect(!state.isFailureReason)
   }
 }
