@@ -64,6 +64,12 @@ extension JobController {
     jobState.withLock { state in read(state) }
   }
 
+  /// The operation's door (`withStateLocked`): the job's `ConcurrentOperation` state is part
+  /// of its `JobState`, under its one lock. Nothing is performed or drained after it.
+  func withOperationState(_ transition: (inout OperationState) -> Void) {
+    jobState.withLock { $0.withOperation(transition) }
+  }
+
   /// The door for the job's `deinit`: its unrouted nodes let go of their tasks (returned with
   /// their nodes, to be detached and released after the lock).
   func abandonJobState() -> [(node: TaskNode, task: Operation)] {

@@ -267,13 +267,13 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// is not used.
   public final override func operationCancelled() {}
 
-  override func cancellationRequested() {
-    perform(withJobState(.afterActions, on: currentThreadID()) { $0.cancel() }.result)
+  /// The job's operation state is part of its `JobState`, under its one lock.
+  override func withStateLocked(_ body: (inout OperationState) -> Void) {
+    withOperationState(body)
   }
 
-  /// The job's operation state is part of its `JobState`, under the job's one lock.
-  override func withStateLocked(_ body: (inout OperationState) -> Void) {
-    jobState.withLock { body(&$0.operation) }
+  override func cancellationRequested() {
+    perform(withJobState(.afterActions, on: currentThreadID()) { $0.cancel() }.result)
   }
 
   /// Holds back or lets go the tasks the job queues, and suspends or resumes its children (see

@@ -29,6 +29,12 @@ extension JobState {
     var replacedReason: (any Error)?
   }
 
+  /// Applies a transition of the job's operation state (`ConcurrentOperation`'s, reached
+  /// through the job's operation door, `JobController.withStateLocked`).
+  mutating func withOperation(_ transition: (inout OperationState) -> Void) {
+    transition(&operation)
+  }
+
   /// Why the job stops, as it hands it down to what it cancels: its operation's reason (a
   /// failing stop's error, recorded with the stop; else the first reason a cancel recorded),
   /// `CancellationError` if none.
@@ -79,5 +85,20 @@ extension JobState {
     // Cancelled above (they are tracked), started by the caller after the cancels.
     actions.startsCancelled = releaseAdmissionForStop()
     return actions
+  }
+
+  /// The job is freed before it finished (it never started): each unrouted node lets go of its
+  /// task, which holds the node as its finish observer. Returns the nodes with their tasks: after
+  /// the lock, the caller detaches each node from its task (`TaskNode.detach(from:)`), so that no
+  /// observer with the freed job stays behind, then releases them (a task's `deinit` is user code).
+  mutating func abandon() -> [(node: TaskNode, task: Operation)] {
+    var abandoned: [(node: TaskNode, task: Operation)] = []
+    for node in registry.nodes {
+      if let task = exchange(&node.task, with: nil) {
+        abandoned.append((node, task))
+      }
+    }
+    registry.removeAll()
+    return abandoned
   }
 }

@@ -1,7 +1,7 @@
 import Foundation
 
-/// The state of one ``JobController``, composed of one value per concern: the ``JobPhase``
-/// (lifecycle, stop reason), the ``TaskRegistry`` (tracked and per-type tasks), the ``Outbox``
+/// The state of one ``JobController``, composed of one value per concern: its
+/// ``OperationState`` (its life as an operation), the ``JobPhase`` (lifecycle, stop reason), the ``TaskRegistry`` (tracked and per-type tasks), the ``Outbox``
 /// (what waits to be done after the lock: routing, events, progress, and its one drainer),
 /// failures, event listeners and ``ProgressState``. Limits, timers and dependencies live in
 /// `JobState+Limits.swift`, `JobState+Timers.swift` and `JobState+Dependencies.swift`, setting
@@ -13,8 +13,7 @@ import Foundation
 struct JobState {
   typealias Stop = JobStop
 
-  /// The job's life as an operation (start, cancel and its reason, suspension, finish): the
-  /// `ConcurrentOperation` state of the job, kept here so that one lock guards all of it.
+  /// The job's life as an operation (start, cancel, reason, suspension, finish): one lock.
   var operation = OperationState()
   var phase = JobPhase.initial
   var registry = TaskRegistry()
@@ -180,21 +179,6 @@ struct JobState {
       progressChanged(progress.forgot(task))
     }
     node.task = nil
-  }
-
-  /// The job is freed before it finished (it never started): each unrouted node lets go of its
-  /// task, which holds the node as its finish observer. Returns the nodes with their tasks: after
-  /// the lock, the caller detaches each node from its task (`TaskNode.detach(from:)`), so that no
-  /// observer with the freed job stays behind, then releases them (a task's `deinit` is user code).
-  mutating func abandon() -> [(node: TaskNode, task: Operation)] {
-    var abandoned: [(node: TaskNode, task: Operation)] = []
-    for node in registry.nodes {
-      if let task = exchange(&node.task, with: nil) {
-        abandoned.append((node, task))
-      }
-    }
-    registry.removeAll()
-    return abandoned
   }
 
   /// A tracked `ConcurrentOperation` started (only observed while events are listened to);

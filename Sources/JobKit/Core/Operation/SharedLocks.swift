@@ -8,8 +8,8 @@
 
 /// The mutexes that guard the state of objects made by the hundred thousand, whose state is only
 /// touched a handful of times: every ``ConcurrentOperation``'s ``OperationState`` (kept in the
-/// operation itself) and the state of the floors' small objects (closure tasks, their result,
-/// contexts, pipelines).
+/// operation itself; a job's is part of its `JobState`, under the job's lock) and the state of
+/// the floors' small objects (closure tasks, their result, contexts, pipelines).
 /// A fixed table made once, each object using the mutex its address picks: making such an object
 /// allocates no box and sets up no mutex (and freeing it tears none down), which would cost more
 /// than its whole state.

@@ -74,7 +74,8 @@ struct CancellationReasonTests {
     let job = TreeJob([task])
     job.startJob()
     #expect(await task.startedLatch.waitOpen())
-    _ = job.state.withLock { $0.recordCancellationReason(TestError(1)) }  // as a parent's cancel(handingDown:) does first
+    // As a parent's cancel(handingDown:) does first:
+    _ = job.state.withLock { $0.recordCancellationReason(TestError(1)) }
     job.fail(TestError(2))
     let late = ManualTask("late")
     job.trackAndQueue(late)
@@ -98,7 +99,8 @@ struct CancellationReasonTests {
     job.startJob()
     #expect(await failing.startedLatch.waitOpen())
     #expect(await other.startedLatch.waitOpen())
-    _ = job.state.withLock { $0.recordCancellationReason(TestError(1)) }  // cancel(reason:)'s first step
+    // cancel(reason:)'s first step:
+    _ = job.state.withLock { $0.recordCancellationReason(TestError(1)) }
     failing.finish(error: TestError(2))
     await #expect(throws: TestError(2)) { try await job.run() }
     #expect(job.error as? TestError == TestError(2))
@@ -122,7 +124,8 @@ struct CancellationReasonTests {
     job.startJob()
     #expect(await deep.startedLatch.waitOpen())
     #expect(await eventually { job.readJobState { $0.phase.runsSteps } })  // main() returned
-    _ = job.state.withLock { $0.recordCancellationReason(TestError(1)) }  // cancel(reason:)'s first step
+    // cancel(reason:)'s first step:
+    _ = job.state.withLock { $0.recordCancellationReason(TestError(1)) }
     nested.fail(TestError(2))
     await #expect(throws: TestError(2)) { try await job.run() }
     #expect(job.error as? TestError == TestError(2))
