@@ -61,10 +61,7 @@ public final class CommandDispatch: GroupJob, @unchecked Sendable {
   init(chooser: CommandChooser, concurrent: Bool, queue: OperationQueue, sharing privateQueue: PrivateTaskQueue?) {
     self.chooser = chooser
     self.isConcurrent = concurrent
-    super.init(sequential: !concurrent, tasks: [], taskQueue: queue)
-    if let privateQueue {
-      sharePrivateTaskQueue(privateQueue)
-    }
+    super.init(sequential: !concurrent, tasks: [], taskQueue: queue, sharing: privateQueue)
     while let command = chooser.next() {
       add(command)
       if !concurrent { break }

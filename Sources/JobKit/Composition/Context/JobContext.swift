@@ -46,8 +46,8 @@ public final class JobContext: Sendable {
 
   /// Only touched under `SharedLocks.withLock(for: self)`: a box and a mutex of its own would
   /// be two allocations more for every context, and every `BlockTask` started outside a group
-  /// makes one. Exclusivity unchecked: the stripe's lock already excludes other accesses.
-  @exclusivity(unchecked) nonisolated(unsafe) private var storage = State()
+  /// makes one.
+  nonisolated(unsafe) private var storage = State()
 
   /// Runs `body` on the state under the context's stripe lock. `body` must only touch state.
   private func withState<Result>(_ body: (inout State) throws -> Result) rethrows -> Result {

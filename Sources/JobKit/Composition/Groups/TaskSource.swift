@@ -41,8 +41,7 @@ final class TaskSource: @unchecked Sendable {
 @usableFromInline
 final class TaskIterator<Iterator: IteratorProtocol>: @unchecked Sendable where Iterator.Element: Operation {
   // @unchecked Sendable: used serially, as `TaskSource` is.
-  // Exclusivity unchecked: used serially (see above), once per pulled task.
-  @usableFromInline @exclusivity(unchecked) var iterator: Iterator
+  @usableFromInline var iterator: Iterator
 
   @inlinable
   init(_ iterator: Iterator) {

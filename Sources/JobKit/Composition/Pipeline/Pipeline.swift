@@ -22,9 +22,9 @@ import Foundation
 public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
   // @unchecked Sendable: all mutable state is `pipelineState`, only touched under its stripe lock;
   // the rest is immutable.
-  /// Only touched in `withState` (a pipeline is made per `then`, and a lock of its own would cost
-  /// a third of that), so the runtime's exclusivity check is redundant.
-  @exclusivity(unchecked) private var pipelineState: PipelineState<Output>
+  /// Only touched in `withState`, under its stripe lock (a pipeline is made per `then`, and a
+  /// lock of its own would cost a third of that).
+  private var pipelineState: PipelineState<Output>
   /// Where the steps run, or `nil` for Swift's global concurrent executor.
   let stepExecutor: PipelineStepExecutor?
 

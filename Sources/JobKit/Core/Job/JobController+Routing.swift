@@ -66,7 +66,7 @@ extension JobController {
 
   /// The operation's door (`withStateLocked`): the job's `ConcurrentOperation` state is part
   /// of its `JobState`, under its one lock. Nothing is performed or drained after it.
-  func withOperationState(_ transition: (inout OperationState) -> Void) {
+  func withOperationState<Result>(_ transition: (inout OperationState) -> Result) -> Result {
     jobState.withLock { $0.withOperation(transition) }
   }
 

@@ -53,13 +53,12 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
 
   /// Whether ``taskQueue`` is still the job's own, seen by nobody: `nil` for a queue the job was
   /// given (or ``defaultTaskQueue``), unless its maker shares its own flag
-  /// (`sharePrivateTaskQueue`). Written only while the job is made (its `init`, a subclass's),
-  /// before it is shared: no exclusivity check on its reads.
-  @exclusivity(unchecked) private(set) var privateTaskQueue: PrivateTaskQueue?
+  /// (`init(taskQueue:sharing:)`).
+  let privateTaskQueue: PrivateTaskQueue?
 
   /// The job's ``JobScope``: written while the job is made, or by the job that tracks it before
-  /// queueing it (`handDownScope`), never after it started: no exclusivity check on its reads.
-  @exclusivity(unchecked) var inheritedScope: (any JobScope)? = JobController.currentScope
+  /// queueing it (`handDownScope`), never after it started.
+  var inheritedScope: (any JobScope)? = JobController.currentScope
 
   /// Contended: `main()`'s thread tracks and routes under it while finishing threads record.
   let jobState = LockedBox(JobState(), contended: true)
@@ -79,7 +78,7 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   public override init() {
     (queueOfTasks, privateTaskQueue) = PrivateTaskQueue.queue(
       given: JobController.defaultTaskQueue, name: "JobKit.JobController.taskQueue")
-    super.init()
+    super.init(job: ())
   }
 
   /// Creates a job whose ``trackAndQueue(_:)`` adds tasks to `taskQueue`, for example a serial
@@ -87,16 +86,17 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   public init(taskQueue: OperationQueue) {
     self.queueOfTasks = taskQueue
     self.privateTaskQueue = nil
-    super.init()
+    super.init(job: ())
   }
 
-  /// Makes ``taskQueue`` (given to ``init(taskQueue:)``) a queue the job's maker made for itself
-  /// and has not handed out while `privateTaskQueue` says so: the job then starts its
+  /// A job whose ``taskQueue`` is a queue its maker made for itself and has not handed out while
+  /// `privateTaskQueue` says so (`nil`: as ``init(taskQueue:)``): the job then starts its
   /// `ConcurrentOperation`s itself, as on a queue of its own, and exposes the shared flag when it
-  /// hands the queue out. Only from a subclass's `init`, before the job queues anything or is
-  /// shared.
-  func sharePrivateTaskQueue(_ privateTaskQueue: PrivateTaskQueue) {
+  /// hands the queue out.
+  init(taskQueue: OperationQueue, sharing privateTaskQueue: PrivateTaskQueue?) {
+    self.queueOfTasks = taskQueue
     self.privateTaskQueue = privateTaskQueue
+    super.init(job: ())
   }
 
   deinit {
@@ -266,11 +266,6 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// A job reacts to `cancel()` by cancelling its tasks (see the type's documentation); this hook
   /// is not used.
   public final override func operationCancelled() {}
-
-  /// The job's operation state is part of its `JobState`, under its one lock.
-  override func withStateLocked(_ body: (inout OperationState) -> Void) {
-    withOperationState(body)
-  }
 
   override func cancellationRequested() {
     perform(withJobState(.afterActions, on: currentThreadID()) { $0.cancel() }.result)

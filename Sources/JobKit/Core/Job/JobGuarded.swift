@@ -6,8 +6,7 @@ import Foundation
 /// stop rules and source slots) instead of behind a lock of its own.
 final class JobGuarded<Value>: @unchecked Sendable {
   // @unchecked Sendable: `value` is only touched under the owning job's lock.
-  // Exclusivity unchecked: only touched under the owning job's lock, which already excludes.
-  @exclusivity(unchecked) fileprivate var value: Value
+  fileprivate var value: Value
 
   init(_ value: Value) {
     self.value = value

@@ -31,7 +31,7 @@ extension JobState {
 
   /// Applies a transition of the job's operation state (`ConcurrentOperation`'s, reached
   /// through the job's operation door, `JobController.withStateLocked`).
-  mutating func withOperation(_ transition: (inout OperationState) -> Void) {
+  mutating func withOperation<Result>(_ transition: (inout OperationState) -> Result) -> Result {
     transition(&operation)
   }
 

@@ -68,11 +68,6 @@ struct OperationStateAccess {
 
   /// Runs `body` with exclusive access to the operation's state. `body` must only touch state.
   func withLock<Result>(_ body: (inout OperationState) -> Result) -> Result {
-    var result: Result?
-    operation._withUnsafeGuaranteedRef { operation in
-      operation.withStateLocked { result = body(&$0) }
-    }
-    // Set above: `withStateLocked` runs its body once.
-    return result!
+    operation._withUnsafeGuaranteedRef { $0.withStateLocked(body) }
   }
 }
