@@ -257,7 +257,7 @@ extension JobController {
     } else {
       node = TaskNode(job: self, task: task)
     }
-    node.retry = attempt
+    node.attempt(attempt)
     if let node = track(task, node: node, queue: queueOfTasks, replacing: previous), let timeout = options.timeout {
       armTimeout(timeout, for: node)
     }

@@ -78,7 +78,8 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   public override init() {
     (queueOfTasks, privateTaskQueue) = PrivateTaskQueue.queue(
       given: JobController.defaultTaskQueue, name: "JobKit.JobController.taskQueue")
-    super.init(job: ())
+    super.init()
+    moveStateIntoJob()
   }
 
   /// Creates a job whose ``trackAndQueue(_:)`` adds tasks to `taskQueue`, for example a serial
@@ -86,7 +87,8 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   public init(taskQueue: OperationQueue) {
     self.queueOfTasks = taskQueue
     self.privateTaskQueue = nil
-    super.init(job: ())
+    super.init()
+    moveStateIntoJob()
   }
 
   /// A job whose ``taskQueue`` is a queue its maker made for itself and has not handed out while
@@ -96,7 +98,8 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   init(taskQueue: OperationQueue, sharing privateTaskQueue: PrivateTaskQueue?) {
     self.queueOfTasks = taskQueue
     self.privateTaskQueue = privateTaskQueue
-    super.init(job: ())
+    super.init()
+    moveStateIntoJob()
   }
 
   deinit {

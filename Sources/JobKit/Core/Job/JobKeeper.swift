@@ -25,7 +25,7 @@ struct JobKeeper {
   /// (once: a node that holds the job already changes nothing).
   mutating func hold(for node: TaskNode) {
     guard !node.holdsJob else { return }
-    node.holdsJob = true
+    node.holdJob(true)
     tasks += 1
     if job == nil {
       job = node.job
@@ -36,7 +36,7 @@ struct JobKeeper {
   /// after the lock if nothing else holds the job any more.
   mutating func letGo(of node: TaskNode) -> JobController? {
     guard node.holdsJob else { return nil }
-    node.holdsJob = false
+    node.holdJob(false)
     tasks -= 1
     guard tasks == 0, !isStarted else { return nil }
     return exchange(&job, with: nil)

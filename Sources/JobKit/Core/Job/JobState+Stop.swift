@@ -67,7 +67,7 @@ extension JobState {
     actions.admitted += dropRateLimitsForStop()
     actions.armsGrace = cancellationGracePeriod != nil && !registry.isEmpty
     for node in registry.nodes {
-      switch node.state.stop() {
+      switch node.stop() {
       case .cancel(let timer):
         if let timer { actions.timers.append(timer.timer) }
         if let task = node.task { actions.cancel.append(task) }
@@ -94,7 +94,7 @@ extension JobState {
   mutating func abandon() -> [(node: TaskNode, task: Operation)] {
     var abandoned: [(node: TaskNode, task: Operation)] = []
     for node in registry.nodes {
-      if let task = exchange(&node.task, with: nil) {
+      if let task = node.letGoOfTask() {
         abandoned.append((node, task))
       }
     }

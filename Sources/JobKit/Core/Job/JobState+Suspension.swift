@@ -104,7 +104,7 @@ extension JobState {
     suspension.waiting = []
     for node in waiting {
       // A task no longer held back (it finished meanwhile) is not queued.
-      guard let queue = node.state.endHold() else {
+      guard let queue = node.endHold() else {
         released.append(node)
         continue
       }
@@ -117,7 +117,7 @@ extension JobState {
 
   /// `node` (unfinished, observed, without a slot) waits for the resume, to go to `queue`.
   mutating func hold(_ node: TaskNode, for queue: OperationQueue) {
-    if node.state.holdForResume(on: queue) {
+    if node.holdForResume(on: queue) {
       suspension.waiting.append(node)
     }
   }

@@ -108,7 +108,7 @@ struct JobState {
     waitsForDependencies: Bool = false, bounded: Bool = false, waitsForAdmission: Bool = false
   ) -> TrackOutcome {
     guard !phase.isFinished else { return .jobFinished }
-    node.group = registry.group(for: type(of: task))
+    node.join(registry.group(for: type(of: task)))
     if bounded, !acceptUnderBound(node.group) { return .refused }
     registry.insert(node)
     if phase.isIdle, !waitsForAdmission {
@@ -124,7 +124,7 @@ struct JobState {
     if observesEvents {
       let timing = TaskTiming()
       timing.trackedAt = previous?.timing?.trackedAt
-      node.timing = timing
+      node.time(with: timing)
     }
     var replaced: Operation?
     if let previous {
@@ -134,7 +134,7 @@ struct JobState {
     var queueNow = queue != nil && !waitsForDependencies && !waitsForAdmission
     if waitsForAdmission, let queue {
       // Waiting from now on, for inspection too, though it enters the line only once observed.
-      node.state.waitForAdmission(on: queue)
+      node.waitForAdmission(on: queue)
     }
     var waitsForSlot = false
     if queueNow, node.group.limit != nil || node.group.rate != nil || suspension.isSuspended {
@@ -178,7 +178,7 @@ struct JobState {
     if let task = node.task {
       progressChanged(progress.forgot(task))
     }
-    node.task = nil
+    _ = node.letGoOfTask()
   }
 
   /// A tracked `ConcurrentOperation` started (only observed while events are listened to);
@@ -212,7 +212,7 @@ struct JobState {
   mutating func recordFinish(
     _ node: TaskNode, at now: ContinuousClock.Instant? = nil, report: FinishReport? = nil
   ) -> FinishActions? {
-    guard let release = node.state.finish(report: report) else { return nil }
+    guard let release = node.finish(report: report) else { return nil }
     node.timing?.finishedAt = now
     outbox.route(node)
     if keeper.holdsTasks {
@@ -300,7 +300,7 @@ struct JobState {
         dependencies.routed(node, as: ObjectIdentifier(task), object: task)
       }
     }
-    node.task = nil
+    _ = node.letGoOfTask()
     let last = registry.remove(node)
     if node.group.bound != nil {
       wakeIfRoom(in: node.group)

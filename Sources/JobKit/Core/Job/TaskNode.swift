@@ -23,10 +23,10 @@ class TaskNode: OperationFinishObserver, OperationStartObserver, @unchecked Send
   /// looks it up under the job's lock (the node is made before that lock is taken, so
   /// allocating it adds nothing to the job's critical section). Exclusivity unchecked: never
   /// written after publication.
-  @exclusivity(unchecked) var group: TaskTypeEntry!
+  @exclusivity(unchecked) private(set) var group: TaskTypeEntry!
   /// The tracked task until it has been routed; then `nil`, so the job no longer holds it.
   /// Exclusivity unchecked: only touched under the job's lock or by its single router.
-  @exclusivity(unchecked) var task: Operation?
+  @exclusivity(unchecked) private(set) var task: Operation?
   /// The same task, never cleared; only read while the task is known to be alive (tracked, or
   /// finishing on the calling thread).
   unowned(unsafe) let operation: Operation
@@ -34,25 +34,25 @@ class TaskNode: OperationFinishObserver, OperationStartObserver, @unchecked Send
   /// retry, finished, removed. Only touched under the job's lock (or by its drainer once the
   /// task finished), so the runtime's exclusivity check is redundant (three per task on the
   /// finished-task path).
-  @exclusivity(unchecked) var state = TaskState.tracked
+  @exclusivity(unchecked) private(set) var state = TaskState.tracked
   /// Links of the job's list of unfinished tasks (see `TaskRegistry`), guarded by its lock. The
   /// list holds the nodes through `next`. Exclusivity unchecked: only touched under the lock.
-  @exclusivity(unchecked) var next: TaskNode?
-  @exclusivity(unchecked) unowned(unsafe) var previous: TaskNode?
+  @exclusivity(unchecked) private(set) var next: TaskNode?
+  @exclusivity(unchecked) unowned(unsafe) private(set) var previous: TaskNode?
   /// Set for a task tracked with a retry policy (before publication, by `trackAttempt`); exclusivity
   /// unchecked: never written after publication.
-  @exclusivity(unchecked) var retry: RetryAttempt?
+  @exclusivity(unchecked) private(set) var retry: RetryAttempt?
   /// Set while events are listened to (before publication, in the job's `track` transition, or
   /// as it leaves the admission line): the task's start and finish are timed. `nil` for a task
   /// nobody observes, so events cost nothing when unused. Exclusivity unchecked: written once,
   /// under the job's lock, before the task can start.
-  @exclusivity(unchecked) var timing: TaskTiming?
+  @exclusivity(unchecked) private(set) var timing: TaskTiming?
   /// Whether the task, tracked before the job started, holds the job alive until it finished
   /// (`JobKeeper`). Only touched under the job's lock.
-  var holdsJob = false
+  private(set) var holdsJob = false
   /// The job claimed the task's queueing for its admission line (set under its lock): a job
   /// freed before it let the task go gives the claim back (`detach(from:)`).
-  var claimedQueue = false
+  private(set) var claimedQueue = false
 
   /// A node for `task`, made with no lock held; the job's `track` transition gives it its
   /// group (`group` is for nodes that never go through it: the state machines' tests).
@@ -117,6 +117,67 @@ final class TaskNodeWithCompletion<Task: Operation>: TaskNode, @unchecked Sendab
     completion(typedTask)
     return true
   }
+}
+
+// MARK: - The node's transitions
+
+/// The only writers of a node's fields, each called under its job's lock (or by the job's one
+/// router once the task finished): the job's transitions change a node through these, never by
+/// assigning its fields. Those of ``TaskState`` are applied to the node's `state` as they are.
+extension TaskNode {
+  /// The job's `track` transition looked up the task's group.
+  func join(_ group: TaskTypeEntry) { self.group = group }
+
+  /// The node no longer holds its task (routed, forgotten or abandoned). Returns the task, to
+  /// release after the lock.
+  func letGoOfTask() -> Operation? { exchange(&task, with: nil) }
+
+  /// The task's start and finish are timed from now on (events are listened to).
+  func time(with timing: TaskTiming) { self.timing = timing }
+
+  /// The task is an attempt of a task tracked with a retry policy (before publication).
+  func attempt(_ attempt: RetryAttempt?) { retry = attempt }
+
+  /// The task, tracked before its job started, holds the job alive (`JobKeeper`), or no longer.
+  func holdJob(_ holds: Bool) { holdsJob = holds }
+
+  /// The job claimed the task's queueing for its admission line.
+  func claimQueueForAdmission() { claimedQueue = true }
+
+  /// Links the node in front of `head` in its job's list of unfinished tasks (`TaskRegistry`).
+  func link(before head: TaskNode?) {
+    next = head
+    head?.previous = self
+  }
+
+  /// Unlinks the node from its job's list. Returns the node that follows it, the list's new
+  /// head if the node was the head (it had no previous node).
+  func unlink() -> (wasHead: Bool, next: TaskNode?) {
+    let (previous, next) = (self.previous, self.next)
+    previous?.next = next
+    next?.previous = previous
+    self.next = nil
+    self.previous = nil
+    return (previous == nil, next)
+  }
+
+  func finish(report: FinishReport? = nil) -> TaskState.Release? { state.finish(report: report) }
+  func beginRetry() -> TaskState.Release? { state.beginRetry() }
+  func retryScheduled(_ timer: any JobTimer) -> Bool { state.retryScheduled(timer) }
+  func claimRetry() -> TaskState.Release? { state.claimRetry() }
+  func armTimeout() -> Bool { state.armTimeout() }
+  func timeoutScheduled(_ timer: any JobTimer) -> Bool { state.timeoutScheduled(timer) }
+  func timeoutExpired() -> TaskState.Release? { state.timeoutExpired() }
+  func stop() -> TaskState.StopOutcome { state.stop() }
+  func waitForSlot(on queue: OperationQueue) { state.waitForSlot(on: queue) }
+  func takeSlot() -> Bool { state.takeSlot() }
+  func holdForResume(on queue: OperationQueue) -> Bool { state.holdForResume(on: queue) }
+  func endHold() -> OperationQueue? { state.endHold() }
+  func admitFromLine() -> OperationQueue? { state.admitFromLine() }
+  func waitForAdmission(on queue: OperationQueue) { state.waitForAdmission(on: queue) }
+  func leaveAdmission() -> OperationQueue? { state.leaveAdmission() }
+  /// The task is no longer tracked (routed, or dropped).
+  func markRemoved() { state.remove() }
 }
 
 // MARK: - A tracked task's state

@@ -37,8 +37,7 @@ struct TaskRegistry {
 
   /// Adds an unfinished task's node.
   mutating func insert(_ node: TaskNode) {
-    node.next = head
-    head?.previous = node
+    node.link(before: head)
     head = node
     count += 1
     node.group.unfinished += 1
@@ -50,15 +49,11 @@ struct TaskRegistry {
   @discardableResult
   mutating func remove(_ node: TaskNode) -> Bool {
     guard node.state.isRegistered else { return false }
-    node.state.remove()
-    if let previous = node.previous {
-      previous.next = node.next
-    } else {
-      head = node.next
+    node.markRemoved()
+    let (wasHead, next) = node.unlink()
+    if wasHead {
+      head = next
     }
-    node.next?.previous = node.previous
-    node.next = nil
-    node.previous = nil
     count -= 1
     node.group.unfinished -= 1
     return node.group.unfinished == 0

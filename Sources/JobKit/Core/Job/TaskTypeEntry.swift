@@ -69,7 +69,7 @@ final class TaskTypeEntry: @unchecked Sendable {
 
   /// Puts `node` in the group's line, to go to `queue` once admitted.
   func enqueueWaiting(_ node: TaskNode, for queue: OperationQueue) {
-    node.state.waitForSlot(on: queue)
+    node.waitForSlot(on: queue)
     waiting.append(node)
   }
 
@@ -84,7 +84,7 @@ final class TaskTypeEntry: @unchecked Sendable {
   /// Gives `node` (unfinished, not in line) a free slot: it counts as one of the group's
   /// running tasks until it finishes.
   func giveSlot(to node: TaskNode) {
-    if node.state.takeSlot() {
+    if node.takeSlot() {
       running += 1
     }
   }
@@ -101,7 +101,7 @@ final class TaskTypeEntry: @unchecked Sendable {
     var admitted: [(node: TaskNode, queue: OperationQueue)] = []
     // Every task in the line waits: a task that stops waiting otherwise leaves it (`leaveLine`).
     while hasRoom, let node = waiting.popFirst() {
-      guard let queue = node.state.admitFromLine() else {
+      guard let queue = node.admitFromLine() else {
         assertionFailure("a task in its group's line no longer waits for a slot")
         continue
       }

@@ -28,16 +28,18 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
   /// The operation's state, reached with `state.withLock { … }`.
   var state: OperationStateAccess { OperationStateAccess(operation: Unmanaged.passUnretained(self)) }
 
-  /// Whether the operation is a job: its state is then part of its `JobState`, under the job's
-  /// one lock. Set once, at init.
-  private let isJob: Bool
-
   /// Runs `body` on the state under the lock that guards it (see ``state``): the operation's
   /// mutex in `SharedLocks`, or a job's own lock (`JobController.withOperationState`).
   final func withStateLocked<Result>(_ body: (inout OperationState) -> Result) -> Result {
-    // A job's own state is reached a few times per job, never per task: the cast is paid there.
-    if isJob { return (self as! JobController).withOperationState(body) }
+    // `isInJob` is written before the operation is shared, never after: read with no lock. A
+    // job's own state is reached a few times per job, never per task: the cast is paid there.
+    if lockedState.isInJob { return (self as! JobController).withOperationState(body) }
     return SharedLocks.withLock(for: self) { body(&lockedState) }
+  }
+
+  /// Called by a job's inits, before the job is shared: its state is part of its `JobState`.
+  final func moveStateIntoJob() {
+    lockedState.moveIntoJob()
   }
   /// The job that starts this operation itself, in no queue (`JobController.enqueue`), from its
   /// hand-off to a worker thread until that worker takes it: written before the hand-off, read and
@@ -47,13 +49,6 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
 
   /// Creates an operation that is ready to be added to a queue (or started with `start()`).
   public override init() {
-    isJob = false
-    super.init()
-  }
-
-  /// Creates a job's operation, whose state is part of its `JobState` (`JobController`'s inits).
-  init(job: Void) {
-    isJob = true
     super.init()
   }
 

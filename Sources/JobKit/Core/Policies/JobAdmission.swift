@@ -57,7 +57,7 @@ struct JobAdmission {
   mutating func enter(_ node: TaskNode, stopping: Bool) -> Bool {
     if stopping || (line.isEmpty && admitsNext) {
       if !stopping { takeTurn(node) }
-      _ = node.state.leaveAdmission()
+      _ = node.leaveAdmission()
       return true
     }
     line.append(node)
@@ -74,7 +74,7 @@ struct JobAdmission {
   mutating func next() -> (node: TaskNode, queue: OperationQueue)? {
     // Every node in line waits: a node that finishes meanwhile leaves it (`leave`).
     while admitsNext, let node = line.popFirst() {
-      guard let queue = node.state.leaveAdmission() else { continue }
+      guard let queue = node.leaveAdmission() else { continue }
       takeTurn(node)
       return (node, queue)
     }
@@ -170,7 +170,7 @@ extension JobState {
   mutating func enterAdmission(_ node: TaskNode, queue: OperationQueue) -> AdmissionExit? {
     // This job claimed the task's queueing (`track` lets only that job's node enter): a job freed
     // before it let the task go gives the claim back (`TaskNode.detach(from:)`).
-    node.claimedQueue = true
+    node.claimQueueForAdmission()
     guard node.state.isWaitingForAdmission else { return nil }
     let stopping = phase.isStopping
     guard admission.enter(node, stopping: stopping) else { return nil }
@@ -260,7 +260,7 @@ extension JobState {
     let observesEvents = !listeners.isEmpty && node.timing == nil
     if observesEvents {
       // Before the task can start or finish: it is queued only after this lock.
-      node.timing = TaskTiming()
+      node.time(with: TaskTiming())
     }
     return AdmissionExit(
       node: node, task: task, queue: queue, ready: ready, shared: admission.shared, observesEvents: observesEvents,

@@ -8,13 +8,13 @@ extension JobState {
   /// its attempt waits for a retry, or the job stops: then no timeout is needed.
   mutating func armTimeout(for node: TaskNode) -> Bool {
     guard !phase.isStopping else { return false }
-    return node.state.armTimeout()
+    return node.armTimeout()
   }
 
   /// The timeout's timer was scheduled. Returns `false` if it is no longer needed (the task
   /// finished, the job stopped or the timeout already fired): the caller cancels it.
   mutating func timeoutScheduled(_ timer: any JobTimer, for node: TaskNode) -> Bool {
-    node.state.timeoutScheduled(timer)
+    node.timeoutScheduled(timer)
   }
 
   /// `node`'s task while its timeout is armed.
@@ -26,7 +26,7 @@ extension JobState {
   /// and the expired timer (released by the caller after the lock), or `nil` if the task
   /// finished (or the job stopped) meanwhile.
   mutating func timeoutExpired(for node: TaskNode) -> (task: Operation, timer: (any JobTimer)?)? {
-    guard let task = node.task, let expired = node.state.timeoutExpired() else { return nil }
+    guard let task = node.task, let expired = node.timeoutExpired() else { return nil }
     return (task, expired.timer)
   }
 
@@ -47,7 +47,7 @@ extension JobState {
   mutating func beginRetry(of node: TaskNode, at now: ContinuousClock.Instant? = nil)
     -> (admitted: [Admission], timeout: (any JobTimer)?)?
   {
-    guard !phase.isStopping, let release = node.state.beginRetry() else { return nil }
+    guard !phase.isStopping, let release = node.beginRetry() else { return nil }
     node.timing?.finishedAt = now
     return (giveBack(release, of: node), release.timer)
   }
@@ -55,7 +55,7 @@ extension JobState {
   /// The retry delay's timer was scheduled. Returns `false` if it is no longer needed (a stop
   /// routed the failed attempt): the caller cancels it.
   mutating func retryScheduled(_ timer: any JobTimer, for node: TaskNode) -> Bool {
-    node.state.retryScheduled(timer)
+    node.retryScheduled(timer)
   }
 
   /// The retry delay ended. Returns the delay's timer (released by the caller after the lock)
@@ -63,7 +63,7 @@ extension JobState {
   /// attempt.
   mutating func claimRetry(of node: TaskNode) -> TaskState.Release? {
     guard !phase.isStopping else { return nil }
-    return node.state.claimRetry()
+    return node.claimRetry()
   }
 }
 
