@@ -150,15 +150,16 @@ extension TaskNode {
     head?.previous = self
   }
 
-  /// Unlinks the node from its job's list. Returns the node that follows it, the list's new
-  /// head if the node was the head (it had no previous node).
-  func unlink() -> (wasHead: Bool, next: TaskNode?) {
-    let (previous, next) = (self.previous, self.next)
-    previous?.next = next
+  /// Unlinks the node from its job's list, whose first node is `head`.
+  func unlink(from head: inout TaskNode?) {
+    if let previous {
+      previous.next = next
+    } else {
+      head = next
+    }
     next?.previous = previous
-    self.next = nil
-    self.previous = nil
-    return (previous == nil, next)
+    next = nil
+    previous = nil
   }
 
   func finish(report: FinishReport? = nil) -> TaskState.Release? { state.finish(report: report) }

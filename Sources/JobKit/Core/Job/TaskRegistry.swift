@@ -40,8 +40,7 @@ struct TaskRegistry {
     node.link(before: head)
     head = node
     count += 1
-    node.group.unfinished += 1
-    node.group.hasTracked = true
+    node.group.tracked()
   }
 
   /// Removes a node (routed, or a replaced retry attempt). Returns `true` if `node` was its
@@ -50,13 +49,9 @@ struct TaskRegistry {
   mutating func remove(_ node: TaskNode) -> Bool {
     guard node.state.isRegistered else { return false }
     node.markRemoved()
-    let (wasHead, next) = node.unlink()
-    if wasHead {
-      head = next
-    }
+    node.unlink(from: &head)
     count -= 1
-    node.group.unfinished -= 1
-    return node.group.unfinished == 0
+    return node.group.untracked()
   }
 
   /// Every unfinished node, newest first. Do not insert or remove while iterating.

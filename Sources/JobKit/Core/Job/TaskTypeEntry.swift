@@ -27,27 +27,27 @@ final class TaskTypeEntry: @unchecked Sendable {
   // Exclusivity unchecked: only touched under the job's lock, for every task.
   @exclusivity(unchecked) private var counts = Counts()
 
-  var unfinished: Int {
+  private(set) var unfinished: Int {
     get { counts.unfinished }
     set { counts.unfinished = newValue }
   }
-  var hasTracked: Bool {
+  private(set) var hasTracked: Bool {
     get { counts.hasTracked }
     set { counts.hasTracked = newValue }
   }
-  var limit: Int? {
+  private(set) var limit: Int? {
     get { counts.limit }
     set { counts.limit = newValue }
   }
-  var running: Int {
+  private(set) var running: Int {
     get { counts.running }
     set { counts.running = newValue }
   }
-  var rate: RateLimit? {
+  private(set) var rate: RateLimit? {
     _read { yield counts.rate }
     _modify { yield &counts.rate }
   }
-  var bound: QueueBound? {
+  private(set) var bound: QueueBound? {
     _read { yield counts.bound }
     _modify { yield &counts.bound }
   }
@@ -106,7 +106,7 @@ final class TaskTypeEntry: @unchecked Sendable {
         continue
       }
       running += 1
-      rate?.take()
+      takeToken()
       admitted.append((node, queue))
     }
     return admitted
@@ -115,4 +115,55 @@ final class TaskTypeEntry: @unchecked Sendable {
   init(type: Operation.Type) {
     self.type = type
   }
+}
+
+// MARK: - The entry's transitions
+
+/// The only writers of an entry's counts and limits, each called under its job's lock.
+extension TaskTypeEntry {
+  /// A task of the group is tracked (`TaskRegistry.insert`).
+  func tracked() {
+    unfinished += 1
+    hasTracked = true
+  }
+
+  /// A task of the group is no longer tracked. Returns `true` if it was the group's last.
+  func untracked() -> Bool {
+    unfinished -= 1
+    return unfinished == 0
+  }
+
+  func setLimit(_ limit: Int) { self.limit = limit }
+
+  /// A task that held a slot no longer runs.
+  func freeSlot() { running -= 1 }
+
+  /// An admitted task takes a token of the rate limit, if there is one.
+  func takeToken() { rate?.take() }
+
+  func setRate(tasksPerSecond: Double, burst: Int) {
+    rate = RateLimit(tasksPerSecond: tasksPerSecond, burst: burst, replacing: rate)
+  }
+
+  /// A stop drops the rate limit.
+  func dropRate() { rate = nil }
+
+  /// The refill timer fired: a token back.
+  func refillToken() { rate?.refill() }
+
+  /// Whether the bucket needs its refill timer now (none runs, and a token is missing).
+  func startRefill() -> Bool { rate?.startRefill(waiting: waitingCount > 0) ?? false }
+
+  func setBound(max count: Int) { bound = QueueBound(max: count, replacing: bound) }
+
+  /// A producer waits for room. Returns its id (`nil`: no bound).
+  func addProducer(_ continuation: CheckedContinuation<Bool, Never>) -> UInt64? {
+    bound?.addWaiter(continuation)
+  }
+
+  /// A waiting producer was cancelled: its continuation, if not resumed.
+  func removeProducer(_ id: UInt64) -> CheckedContinuation<Bool, Never>? { bound?.removeWaiter(id) }
+
+  /// Every waiting producer, taken out to be resumed after the lock.
+  func takeProducers() -> [CheckedContinuation<Bool, Never>] { bound?.takeWaiters() ?? [] }
 }

@@ -23,7 +23,7 @@ extension JobState {
     var admitted = false
     if group.hasRoom, group.waitingCount == 0 {
       group.giveSlot(to: node)
-      group.rate?.take()
+      group.takeToken()
       admitted = true
     } else {
       group.enqueueWaiting(node, for: queue)
@@ -62,7 +62,7 @@ extension JobState {
   /// Sets a group's bound on waiting tasks.
   mutating func setMaxQueued(_ count: Int, for type: Operation.Type) {
     let group = registry.group(for: type)
-    group.bound = QueueBound(max: count, replacing: group.bound)
+    group.setBound(max: count)
     wakeIfRoom(in: group)
   }
 
@@ -80,19 +80,19 @@ extension JobState {
       admissionEffects.wake(continuation, room: true)
       return nil
     }
-    return group.bound?.addWaiter(continuation)
+    return group.addProducer(continuation)
   }
 
   /// The waiting producer `id` of `type`'s group was cancelled: its continuation, if not resumed.
   mutating func cancelWaitForRoom(in type: Operation.Type, _ id: UInt64) -> CheckedContinuation<Bool, Never>? {
-    registry.group(for: type).bound?.removeWaiter(id)
+    registry.group(for: type).removeProducer(id)
   }
 
   /// Room may have appeared in `group` (a task was admitted or routed, a slot freed): its
   /// waiting producers look again.
   mutating func wakeIfRoom(in group: TaskTypeEntry) {
     guard group.bound?.hasWaiters == true, hasRoomUnderBound(group) else { return }
-    for waiter in group.bound?.takeWaiters() ?? [] {
+    for waiter in group.takeProducers() {
       admissionEffects.wake(waiter, room: true)
     }
   }
@@ -100,7 +100,7 @@ extension JobState {
   /// The job finishes: every waiting producer is told there will be no room.
   mutating func wakeProducersForFinish(_ groups: [TaskTypeEntry]) {
     for group in groups where group.bound?.hasWaiters == true {
-      for waiter in group.bound?.takeWaiters() ?? [] {
+      for waiter in group.takeProducers() {
         admissionEffects.wake(waiter, room: false)
       }
     }
@@ -110,7 +110,7 @@ extension JobState {
   /// caller; the refill it starts is an admission effect (``takeAdmissionEffects()``).
   mutating func setRateLimit(tasksPerSecond: Double, burst: Int, for type: Operation.Type) -> [Admission] {
     let group = registry.group(for: type)
-    group.rate = RateLimit(tasksPerSecond: tasksPerSecond, burst: burst, replacing: group.rate)
+    group.setRate(tasksPerSecond: tasksPerSecond, burst: burst)
     let admitted = suspension.isSuspended ? [] : admissions(group.admitWaiting())
     startRefillIfNeeded(of: group)
     return admitted
@@ -120,15 +120,15 @@ extension JobState {
   /// the caller), and whether the caller schedules the next refill.
   mutating func refill(_ group: TaskTypeEntry) -> (admitted: [Admission], again: Bool) {
     guard group.rate != nil else { return ([], false) }  // dropped by a stop
-    group.rate?.refill()
+    group.refillToken()
     let admitted = suspension.isSuspended ? [] : admissions(group.admitWaiting())
-    let again = group.rate?.startRefill(waiting: group.waitingCount > 0) ?? false
+    let again = group.startRefill()
     return (admitted, again)
   }
 
   /// A token was taken or a task lines up: `group`'s bucket needs its refill timer if none runs.
   private mutating func startRefillIfNeeded(of group: TaskTypeEntry) {
-    if group.rate?.startRefill(waiting: group.waitingCount > 0) == true {
+    if group.startRefill() {
       admissionEffects.refill(group)
     }
   }
@@ -140,12 +140,12 @@ extension JobState {
   mutating func dropRateLimitsForStop() -> [Admission] {
     var admitted: [Admission] = []
     for group in registry.groups.values where group.bound?.hasWaiters == true {
-      for waiter in group.bound?.takeWaiters() ?? [] {
+      for waiter in group.takeProducers() {
         admissionEffects.wake(waiter, room: true)
       }
     }
     for group in registry.groups.values where group.rate != nil {
-      group.rate = nil
+      group.dropRate()
       if !suspension.isSuspended {
         admitted += admissions(group.admitWaiting())
       }
@@ -160,7 +160,7 @@ extension JobState {
   /// Sets a group's limit. Returns the waiting tasks it admits, to be queued by the caller.
   mutating func setLimit(_ limit: Int, for type: Operation.Type) -> [Admission] {
     let group = registry.group(for: type)
-    group.limit = limit
+    group.setLimit(limit)
     guard !suspension.isSuspended else { return [] }
     return admissions(group.admitWaiting())
   }
@@ -181,7 +181,7 @@ extension JobState {
   /// for its retry): its slot goes back. Returns the waiting tasks admitted to it, to be queued
   /// by the caller (none while the job is suspended: the resume admits them).
   mutating func releaseSlot(in group: TaskTypeEntry) -> [Admission] {
-    group.running -= 1
+    group.freeSlot()
     wakeIfRoom(in: group)
     guard !suspension.isSuspended else { return [] }
     return admissions(group.admitWaiting())
