@@ -58,7 +58,7 @@ public final class CommandDispatch: GroupJob, @unchecked Sendable {
 
   /// Makes the job and adds its first command (every command, when `concurrent`), chosen on
   /// this thread.
-  init(chooser: CommandChooser, concurrent: Bool, queue: OperationQueue, sharing privateQueue: PrivateTaskQueue?) {
+  init(chooser: CommandChooser, concurrent: Bool, queue: OperationQueue, sharing privateQueue: OwnQueueFlag?) {
     self.chooser = chooser
     self.isConcurrent = concurrent
     super.init(sequential: !concurrent, tasks: [], taskQueue: queue, sharing: privateQueue)

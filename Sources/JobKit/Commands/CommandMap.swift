@@ -60,7 +60,7 @@ public final class CommandMap: Sendable {
   /// given. Shared by every dispatch's job, whose task queue it is. `nonisolated(unsafe)`: set
   /// once in `init`, and its one word is only read and written atomically (a `ManagedBuffer`
   /// cannot be `Sendable`).
-  nonisolated(unsafe) let privateQueue: PrivateTaskQueue?
+  nonisolated(unsafe) let privateQueue: OwnQueueFlag?
   /// `true` if the commands of one dispatch run together, `false` (the default) if they run one
   /// after another in priority order.
   public let isConcurrent: Bool
@@ -84,7 +84,7 @@ public final class CommandMap: Sendable {
   ///   - concurrent: `true` to start all commands of one dispatch together (its job then
   ///     finishes when all finished), `false` to run them one after another in priority order.
   public init(queue: OperationQueue? = nil, concurrent: Bool) {
-    (queueOfCommands, privateQueue) = PrivateTaskQueue.queue(given: queue, name: "JobKit.CommandMap.queue")
+    (queueOfCommands, privateQueue) = OwnQueueFlag.queue(given: queue, name: "JobKit.CommandMap.queue")
     self.isConcurrent = concurrent
   }
 

@@ -11,7 +11,7 @@ private struct Sighting: Sendable {
 }
 
 /// A map that made its queue itself: its dispatches start their `ConcurrentOperation` commands
-/// themselves while nobody has read the map's `queue` (see `PrivateTaskQueue`), as a job does on
+/// themselves while nobody has read the map's `queue` (see `OwnQueueFlag`), as a job does on
 /// its own queue; each test checks that what a user can observe is kept, and that reading the
 /// map's `queue` (or a dispatch's `taskQueue`) or a plain `Operation` command switches to the queue.
 @Suite("Command map: private queue")

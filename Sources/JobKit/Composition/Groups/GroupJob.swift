@@ -33,7 +33,7 @@ open class GroupJob: JobController, @unchecked Sendable {
   @usableFromInline
   init(
     sequential: Bool, tasks: [Operation], taskQueue: OperationQueue?, taking nextTask: (() -> Operation?)? = nil,
-    maxRunning: Int = 1, propagatesTaskCancellation: Bool = false, sharing privateTaskQueue: PrivateTaskQueue? = nil
+    maxRunning: Int = 1, propagatesTaskCancellation: Bool = false, sharing ownQueueFlag: OwnQueueFlag? = nil
   ) {
     let source = nextTask.map { TaskSource($0, maxRunning: maxRunning) }
     let mode = sequential ? GroupState.Mode.sequential : .concurrent
@@ -43,7 +43,7 @@ open class GroupJob: JobController, @unchecked Sendable {
     isSequential = sequential
     self.source = source
     if let taskQueue {
-      super.init(taskQueue: taskQueue, sharing: privateTaskQueue)
+      super.init(taskQueue: taskQueue, sharing: ownQueueFlag)
     } else {
       super.init()
     }

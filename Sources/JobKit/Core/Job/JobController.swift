@@ -44,7 +44,7 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// ``init(taskQueue:)``) to have every task go through the queue. See <doc:RoutingAndThreads>,
   /// "The task queue".
   public var taskQueue: OperationQueue {
-    privateTaskQueue?.expose()
+    ownQueueFlag?.expose()
     return queueOfTasks
   }
 
@@ -54,7 +54,7 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// Whether ``taskQueue`` is still the job's own, seen by nobody: `nil` for a queue the job was
   /// given (or ``defaultTaskQueue``), unless its maker shares its own flag
   /// (`init(taskQueue:sharing:)`).
-  let privateTaskQueue: PrivateTaskQueue?
+  let ownQueueFlag: OwnQueueFlag?
 
   /// The job's ``JobScope``: written while the job is made, or by the job that tracks it before
   /// queueing it (`handDownScope`), never after it started.
@@ -76,7 +76,7 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// Creates a job whose tasks run on ``defaultTaskQueue`` if one is set, else on a concurrent
   /// queue the job owns.
   public override init() {
-    (queueOfTasks, privateTaskQueue) = PrivateTaskQueue.queue(
+    (queueOfTasks, ownQueueFlag) = OwnQueueFlag.queue(
       given: JobController.defaultTaskQueue, name: "JobKit.JobController.taskQueue")
     super.init()
     moveStateIntoJob()
@@ -86,18 +86,18 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// queue or one shared by several jobs.
   public init(taskQueue: OperationQueue) {
     self.queueOfTasks = taskQueue
-    self.privateTaskQueue = nil
+    self.ownQueueFlag = nil
     super.init()
     moveStateIntoJob()
   }
 
   /// A job whose ``taskQueue`` is a queue its maker made for itself and has not handed out while
-  /// `privateTaskQueue` says so (`nil`: as ``init(taskQueue:)``): the job then starts its
+  /// `ownQueueFlag` says so (`nil`: as ``init(taskQueue:)``): the job then starts its
   /// `ConcurrentOperation`s itself, as on a queue of its own, and exposes the shared flag when it
   /// hands the queue out.
-  init(taskQueue: OperationQueue, sharing privateTaskQueue: PrivateTaskQueue?) {
+  init(taskQueue: OperationQueue, sharing ownQueueFlag: OwnQueueFlag?) {
     self.queueOfTasks = taskQueue
-    self.privateTaskQueue = privateTaskQueue
+    self.ownQueueFlag = ownQueueFlag
     super.init()
     moveStateIntoJob()
   }

@@ -67,7 +67,7 @@ enum JobPhase {
   }
 
   /// Whether group callbacks, `allTasksFinished()` and the finish may run: `main()` returned.
-  var runsSteps: Bool {
+  var hasMainReturned: Bool {
     if case .mainReturned = self { return true }
     return false
   }

@@ -109,7 +109,7 @@ struct JobState {
   ) -> TrackOutcome {
     guard !phase.isFinished else { return .jobFinished }
     node.join(registry.group(for: type(of: task)))
-    if bounded, !acceptUnderBound(node.group) { return .refused }
+    if bounded, !acceptUnderBound(node.typeEntry) { return .refused }
     registry.insert(node)
     if phase.isIdle, !waitsForAdmission {
       // Before the start, only a task the job hands out keeps it alive (see `JobKeeper`).
@@ -137,7 +137,7 @@ struct JobState {
       node.waitForAdmission(on: queue)
     }
     var waitsForSlot = false
-    if queueNow, node.group.limit != nil || node.group.rate != nil || suspension.isSuspended {
+    if queueNow, node.typeEntry.limit != nil || node.typeEntry.rate != nil || suspension.isSuspended {
       queueNow = false
       waitsForSlot = true
     }
@@ -156,7 +156,7 @@ struct JobState {
   {
     guard node.state.isRegistered, let timing = node.timing, timing.trackedAt == nil else { return [] }
     timing.trackedAt = now
-    emit(.taskTracked(task: name ?? node.group.name, group: node.group.name))
+    emit(.taskTracked(task: name ?? node.typeEntry.name, group: node.typeEntry.name))
     return listeners.nestedJobFollowers
   }
 
@@ -186,7 +186,7 @@ struct JobState {
   mutating func taskStarted(_ node: TaskNode, name: String?, at now: ContinuousClock.Instant) {
     guard let timing = node.timing, node.task != nil, !timing.finishReported else { return }
     timing.startedAt = now
-    emit(.taskStarted(task: name ?? node.group.name, group: node.group.name))
+    emit(.taskStarted(task: name ?? node.typeEntry.name, group: node.typeEntry.name))
   }
 
   // MARK: Finishing tasks
@@ -275,14 +275,14 @@ struct JobState {
   mutating func reportFinish(of node: TaskNode, _ timing: TaskTiming, name: String?, error: (any Error)?) {
     guard !timing.finishReported else { return }
     timing.finishReported = true
-    let task = name ?? node.group.name
+    let task = name ?? node.typeEntry.name
     if timing.trackedAt == nil {
       timing.trackedAt = timing.finishedAt
-      emit(.taskTracked(task: task, group: node.group.name))
+      emit(.taskTracked(task: task, group: node.typeEntry.name))
     }
     let begin = timing.startedAt ?? timing.trackedAt
     let duration = timing.finishedAt.flatMap { end in begin.map { end - $0 } } ?? .zero
-    emit(.taskFinished(task: task, group: node.group.name, duration: duration, error: error))
+    emit(.taskFinished(task: task, group: node.typeEntry.name, duration: duration, error: error))
   }
 
   enum GroupOutcome {
@@ -302,11 +302,11 @@ struct JobState {
     }
     _ = node.letGoOfTask()
     let last = registry.remove(node)
-    if node.group.bound != nil {
-      wakeIfRoom(in: node.group)
+    if node.typeEntry.bound != nil {
+      wakeIfRoom(in: node.typeEntry)
     }
     guard last else { return .none }
-    let group: TaskTypeEntry = node.group
+    let group: TaskTypeEntry = node.typeEntry
     emit(.groupFinished(group: group.name))
     guard !phase.isStopping else { return .none }
     if phase.isRunningMain {
@@ -351,7 +351,7 @@ struct JobState {
 
   /// Whether ``nextStep()`` may have something to do (checked when a thread asks to drain).
   var hasStepDue: Bool {
-    guard phase.runsSteps else { return false }
+    guard phase.hasMainReturned else { return false }
     return (registry.hasDeferredGroups && !phase.isStopping) || registry.isEmpty
       || (dependencies.isActive && (dependencies.hasReleased || isStalled))
   }

@@ -247,11 +247,11 @@ extension JobState {
   private mutating func takeWork(into drain: inout Drain, on thread: UInt, inTrack: Bool) {
     // A group that reached zero while `main()` ran comes first (as it would have come then):
     // routing a later task of the group first would fire it, and the deferred one again.
-    if phase.runsSteps, !phase.isStopping, registry.hasDeferredGroups, let group = registry.nextDeferredGroup() {
+    if phase.hasMainReturned, !phase.isStopping, registry.hasDeferredGroups, let group = registry.nextDeferredGroup() {
       drain.item = .step(.group(groupCallback(for: group)))
     } else if let node = outbox.takeRoute(if: phase.routes(for: thread, inTrack: inTrack)) {
       drain.item = .route(node, decideFromReport(node))
-    } else if phase.runsSteps {
+    } else if phase.hasMainReturned {
       let step = nextStep()
       if case .none = step {} else { drain.item = .step(step) }
     }

@@ -40,7 +40,7 @@ struct TaskRegistry {
     node.link(before: head)
     head = node
     count += 1
-    node.group.tracked()
+    node.typeEntry.tracked()
   }
 
   /// Removes a node (routed, or a replaced retry attempt). Returns `true` if `node` was its
@@ -51,7 +51,7 @@ struct TaskRegistry {
     node.markRemoved()
     node.unlink(from: &head)
     count -= 1
-    return node.group.untracked()
+    return node.typeEntry.untracked()
   }
 
   /// Every unfinished node, newest first. Do not insert or remove while iterating.

@@ -255,7 +255,7 @@ extension JobState {
   {
     guard let task = node.task else { return nil }
     holdIfIdle(node)
-    let group: TaskTypeEntry = node.group
+    let group: TaskTypeEntry = node.typeEntry
     let ready = !suspension.isSuspended && group.limit == nil && group.rate == nil
     let observesEvents = !listeners.isEmpty && node.timing == nil
     if observesEvents {

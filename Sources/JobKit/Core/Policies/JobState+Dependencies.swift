@@ -76,6 +76,6 @@ extension JobState {
   /// routed waits for dependencies (none runs or waits to be routed, so none will be routed).
   var isStalled: Bool {
     let waiting = dependencies.waitingCount
-    return waiting > 0 && waiting == registry.count && phase.runsSteps
+    return waiting > 0 && waiting == registry.count && phase.hasMainReturned
   }
 }

@@ -18,7 +18,7 @@ extension JobState {
       hold(node, for: queue)
       return false
     }
-    let group: TaskTypeEntry = node.group
+    let group: TaskTypeEntry = node.typeEntry
     guard group.limit != nil || group.rate != nil else { return true }
     var admitted = false
     if group.hasRoom, group.waitingCount == 0 {
@@ -172,9 +172,9 @@ extension JobState {
     if release.leftAdmission {
       admission.leave(node)
     } else if release.leftLine {
-      node.group.leaveLine(node)
+      node.typeEntry.leaveLine(node)
     }
-    return release.slot ? releaseSlot(in: node.group) : []
+    return release.slot ? releaseSlot(in: node.typeEntry) : []
   }
 
   /// A task of `group` that held a slot no longer runs (it finished, or a failed attempt waits
@@ -188,7 +188,7 @@ extension JobState {
   }
 
   mutating func admissions(_ admitted: [(node: TaskNode, queue: OperationQueue)]) -> [Admission] {
-    if let group = admitted.first?.node.group {
+    if let group = admitted.first?.node.typeEntry {
       wakeIfRoom(in: group)
     }
     return admitted.compactMap { node, queue in

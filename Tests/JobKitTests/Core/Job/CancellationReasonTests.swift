@@ -123,7 +123,7 @@ struct CancellationReasonTests {
     job.failurePolicy = .failFast
     job.startJob()
     #expect(await deep.startedLatch.waitOpen())
-    #expect(await eventually { job.readJobState { $0.phase.runsSteps } })  // main() returned
+    #expect(await eventually { job.readJobState { $0.phase.hasMainReturned } })  // main() returned
     // cancel(reason:)'s first step:
     _ = job.state.withLock { $0.recordCancellationReason(TestError(1)) }
     nested.fail(TestError(2))

@@ -142,7 +142,7 @@ struct CorelibsOperationQueueCasesQueueTests {
     for task in tasks {
       #expect(task.isCancelled && !task.isExecuting && task.isFinished)
     }
-    #expect(job.privateTaskQueue?.isExposed == (route == .handedOut))
+    #expect(job.ownQueueFlag?.isExposed == (route == .handedOut))
   }
 
   /// `test_OperationOrder`, `test_OperationOrder2`, `test_OperationPriorities`: once handed out, a
@@ -172,7 +172,7 @@ struct CorelibsOperationQueueCasesQueueTests {
     }
     #expect(await eventually { job.isFinished })
     #expect(ran.value == (route == .handedOut ? order.queueOrder : Array(tasks.indices)))
-    #expect(job.privateTaskQueue?.isExposed == (route == .handedOut))
+    #expect(job.ownQueueFlag?.isExposed == (route == .handedOut))
   }
 
   /// `test_OperationCount`: once handed out, the queue counts and lists the job's tasks in the

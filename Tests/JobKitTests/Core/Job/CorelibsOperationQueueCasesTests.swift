@@ -6,7 +6,7 @@ import Testing
 
 /// swift-corelibs-foundation's own `TestOperationQueue` cases (`Tests/Foundation/TestOperationQueue.swift`),
 /// restated for the tasks a job starts itself while the queue it made for itself is private (see
-/// `PrivateTaskQueue`). Each test checks what the corelibs case checks of an `OperationQueue`'s
+/// `OwnQueueFlag`). Each test checks what the corelibs case checks of an `OperationQueue`'s
 /// operations; where that depends on the queue, it checks what <doc:RoutingAndThreads> ("The task
 /// queue") promises: the documented difference on the private queue, or the queue's own
 /// behaviour once it is handed out (`CorelibsOperationQueueCasesQueueTests`).
@@ -58,7 +58,7 @@ struct CorelibsOperationQueueCasesTests {
     box.mutate { $0 = nil }
     #expect(seen.value == [true, true, true])
     #expect(!task.isExecuting && task.isFinished)
-    #expect(job.privateTaskQueue?.isExposed == false)
+    #expect(job.ownQueueFlag?.isExposed == false)
   }
 
   @Test func anAsynchronousTaskExecutesUntilItIsDone() async throws {
@@ -72,7 +72,7 @@ struct CorelibsOperationQueueCasesTests {
     task.finish()
     #expect(await eventually { job.isFinished })
     #expect(!task.isExecuting && task.isFinished)
-    #expect(job.privateTaskQueue?.isExposed == false)
+    #expect(job.ownQueueFlag?.isExposed == false)
   }
 
   /// A plain `Operation` (a synchronous subclass, a `BlockOperation` of two blocks) runs as on any
@@ -92,7 +92,7 @@ struct CorelibsOperationQueueCasesTests {
     #expect(await job.runs())
     #expect(sync.hasRun.value && sync.isFinished && !sync.isExecuting)
     #expect(blocks.value == [1, 2])
-    #expect(job.privateTaskQueue?.isExposed == true)
+    #expect(job.ownQueueFlag?.isExposed == true)
     #expect(current.value === job.queueOfTasks)
   }
 
@@ -105,7 +105,7 @@ struct CorelibsOperationQueueCasesTests {
     #expect(await job.runs())
     #expect(task.isCancelled && !task.isExecuting && task.isFinished)
     #expect(!ran.value)
-    #expect(job.privateTaskQueue?.isExposed == false)
+    #expect(job.ownQueueFlag?.isExposed == false)
   }
 
   /// Five tasks (corelibs' priorities: two high, then normal) wait behind a limit of one; those
@@ -135,7 +135,7 @@ struct CorelibsOperationQueueCasesTests {
     for index in cancelled {
       #expect(tasks[index].isCancelled && tasks[index].isFinished && !tasks[index].isExecuting)
     }
-    #expect(job.privateTaskQueue?.isExposed == false)
+    #expect(job.ownQueueFlag?.isExposed == false)
   }
 
   @Test func aCancelledDependencyReleasesItsDependent() async throws {
@@ -315,7 +315,7 @@ struct CorelibsOperationQueueCasesTests {
     #expect(finishedAtReturn.value == true)
     #expect(await eventually { job.isFinished })
     #expect(job.queueOfTasks.operationCount == 0)
-    #expect(job.privateTaskQueue?.isExposed == false)
+    #expect(job.ownQueueFlag?.isExposed == false)
   }
 
   /// Three rounds of a task that waits until two others ran, under a limit of two tasks at once
@@ -341,7 +341,7 @@ struct CorelibsOperationQueueCasesTests {
       #expect(await job.runs())
       #expect(waited.value == [true, true])
       #expect(await completion.waitOpen())
-      #expect(job.privateTaskQueue?.isExposed == false)
+      #expect(job.ownQueueFlag?.isExposed == false)
     }
   }
 }

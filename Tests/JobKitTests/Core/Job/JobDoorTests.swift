@@ -112,7 +112,7 @@ struct JobDoorTests {
     job.startJob()
     #expect(await failed.waitOpen())
     #expect(await clock.waitForScheduled(1))
-    #expect(await eventually { job.readJobState { $0.phase.runsSteps } })  // main() returned
+    #expect(await eventually { job.readJobState { $0.phase.hasMainReturned } })  // main() returned
     job.cancel()
     #expect(job.isFinished)
     // Bounded: without the stop's drain nothing else would route the attempt, and `run()` hangs.

@@ -88,20 +88,20 @@ struct JobPhaseTests {
 
   @Test func nothingRoutesBeforeTheStartThenOnlyMainsTrackCallsThenAnyThread() {
     var phase = JobPhase.initial
-    let check201 = !phase.routes(for: 1, inTrack: true) && !phase.runsSteps  // not started
+    let check201 = !phase.routes(for: 1, inTrack: true) && !phase.hasMainReturned  // not started
     #expect(check201)
     _ = phase.beginMain(on: 1)
     let check202 = !phase.routes(for: 2, inTrack: true)  // another thread, while main() runs
     #expect(check202)
     let check203 = !phase.routes(for: 1, inTrack: false)  // main's thread, outside a track call
     #expect(check203)
-    let check10 = phase.routes(for: 1, inTrack: true) && !phase.runsSteps
+    let check10 = phase.routes(for: 1, inTrack: true) && !phase.hasMainReturned
     #expect(check10)
     phase.mainReturned()
-    let check106 = phase.routes(for: 2, inTrack: false) && phase.runsSteps
+    let check106 = phase.routes(for: 2, inTrack: false) && phase.hasMainReturned
     #expect(check106)
     phase.finish()
-    let check107 = !phase.routes(for: 1, inTrack: true) && !phase.runsSteps
+    let check107 = !phase.routes(for: 1, inTrack: true) && !phase.hasMainReturned
     #expect(check107)
   }
 
@@ -111,7 +111,7 @@ struct JobPhaseTests {
     phase.mainReturned()
     let check14 = phase.recordStop(.cancelled(reason: nil))
     #expect(check14)
-    let check15 = phase.runsSteps
+    let check15 = phase.hasMainReturned
     #expect(check15)
     let check16 = phase.summary(queued: true) == "routing, cancelled"
     #expect(check16)

@@ -104,7 +104,7 @@ struct JobStateTests {
     var state = started()
     let task = Alpha()
     let unpublished = TaskNode(job: job, task: task)
-    #expect(unpublished.group == nil)
+    #expect(unpublished.typeEntry == nil)
     guard case .tracked(let first, _, _, _, _, _) = state.track(task, node: unpublished, queue: nil) else {
       Issue.record("not tracked")
       return
@@ -112,10 +112,10 @@ struct JobStateTests {
     #expect(first === unpublished)
     let second = track(Alpha(), in: &state)
     let other = track(Beta(), in: &state)
-    #expect(first.group === second.group)
-    #expect(first.group !== other.group)
-    #expect(first.group.type == Alpha.self && other.group.type == Beta.self)
-    #expect(first.group.unfinished == 2 && other.group.unfinished == 1)
+    #expect(first.typeEntry === second.typeEntry)
+    #expect(first.typeEntry !== other.typeEntry)
+    #expect(first.typeEntry.type == Alpha.self && other.typeEntry.type == Beta.self)
+    #expect(first.typeEntry.unfinished == 2 && other.typeEntry.unfinished == 1)
   }
 
   @Test func aGroupThatReachesZeroWhileMainRunsFiresOnceAfterMainIfStillAtZero() {

@@ -30,10 +30,10 @@ private final class BodyJob: JobController, @unchecked Sendable {
 }
 
 /// A job of JobKit's own operations on the queue it made for itself starts them itself while
-/// nobody has read `taskQueue` (see `PrivateTaskQueue`); each test checks that what a user can
+/// nobody has read `taskQueue` (see `OwnQueueFlag`); each test checks that what a user can
 /// observe of those tasks is kept, and that the first read of `taskQueue` switches to the queue.
 @Suite("Private task queue")
-struct PrivateTaskQueueTests {
+struct OwnQueueFlagTests {
   /// A `BlockTask` that records what it sees of its job's queue (`queue`, read by JobKit's own
   /// accessor so as not to hand it out).
   private static func sightingTask(
@@ -78,7 +78,7 @@ struct PrivateTaskQueueTests {
       #expect(sighting.label == DispatchQueue.global().label)
       #expect(!sighting.inOperations)
     }
-    #expect(job.privateTaskQueue?.isExposed == false)
+    #expect(job.ownQueueFlag?.isExposed == false)
   }
 
   @Test func readingTaskQueueFirstSendsEveryTaskThroughIt() async throws {
@@ -137,7 +137,7 @@ struct PrivateTaskQueueTests {
       job.trackAndQueue(Self.sightingTask(job.queueOfTasks, into: seen))
     }
     try await job.run()
-    #expect(job.privateTaskQueue?.isExposed == true)
+    #expect(job.ownQueueFlag?.isExposed == true)
     #expect(seen.value.count == 1)
     #expect(seen.value.first?.current === job.queueOfTasks)
   }
@@ -152,7 +152,7 @@ struct PrivateTaskQueueTests {
         job.trackAndQueue(Self.sightingTask(queue, into: seen))
       }
     }
-    #expect(job.privateTaskQueue == nil)
+    #expect(job.ownQueueFlag == nil)
     try await job.run()
     Self.expectEachRan(seen.value, count: 10, through: queue, label: "users-queue")
   }
@@ -166,7 +166,7 @@ struct PrivateTaskQueueTests {
     task.addDependency(gate)
     let job = BodyJob { job in job.trackAndQueue(task) }
     job.startJob()
-    #expect(await eventually { job.privateTaskQueue?.isExposed == true })
+    #expect(await eventually { job.ownQueueFlag?.isExposed == true })
     #expect(!task.isExecuting && !task.isFinished)
     OperationQueue().addOperation(gate)
     #expect(await eventually { job.isFinished })
@@ -186,7 +186,7 @@ struct PrivateTaskQueueTests {
     }
     try await job.run()
     #expect(log.all == ["first", "second", "third"])
-    #expect(job.privateTaskQueue?.isExposed == false)
+    #expect(job.ownQueueFlag?.isExposed == false)
   }
 
   /// A task's `qualityOfService` picks libdispatch's global queue of that class, as

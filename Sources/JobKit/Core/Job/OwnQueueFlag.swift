@@ -15,17 +15,17 @@ import Foundation
 /// any of them adds to the queue, exposes it for all, as does the owner handing its queue out.
 /// Not `Sendable` (a `ManagedBuffer`), though its one word is only read and written atomically:
 /// threads reach it through its job (or that owner), which never replaces it once shared.
-@usableFromInline final class PrivateTaskQueue: ManagedBuffer<Void, Int> {
-  static func make() -> PrivateTaskQueue {
+@usableFromInline final class OwnQueueFlag: ManagedBuffer<Void, Int> {
+  static func make() -> OwnQueueFlag {
     let buffer = create(minimumCapacity: 1) { _ in }
     buffer.withUnsafeMutablePointerToElements { $0.initialize(to: 0) }
     // `create` makes an instance of the class it is called on.
-    return buffer as! PrivateTaskQueue
+    return buffer as! OwnQueueFlag
   }
 
   /// The task queue of a new job or map: `given` (seen by whoever gave it: no flag), or, if none,
   /// a new concurrent queue named `name` with a new flag of its own.
-  static func queue(given: OperationQueue?, name: String) -> (OperationQueue, PrivateTaskQueue?) {
+  static func queue(given: OperationQueue?, name: String) -> (OperationQueue, OwnQueueFlag?) {
     if let given {
       return (given, nil)
     }
@@ -52,7 +52,7 @@ import Foundation
 extension JobController {
   /// Adds `task` to `queue` unless it is already executing (a second `addOperation` would be a
   /// fatal error in Foundation), or, if `queue` is this job's own queue and nobody has seen it
-  /// (`PrivateTaskQueue`) and `task` is a `ConcurrentOperation`, starts it directly. Returns
+  /// (`OwnQueueFlag`) and `task` is a `ConcurrentOperation`, starts it directly. Returns
   /// whether it was added or started.
   @discardableResult
   func enqueue(_ task: Operation, on queue: OperationQueue) -> Bool {
@@ -66,12 +66,12 @@ extension JobController {
       reportMisuse(.taskAlreadyRunning, "\(type(of: task)) is already running; tracked, not queued again")
       return false
     }
-    if let privateTaskQueue, queue === queueOfTasks {
-      if let operation, !privateTaskQueue.isExposed {
+    if let ownQueueFlag, queue === queueOfTasks {
+      if let operation, !ownQueueFlag.isExposed {
         startDirectly(operation, at: qualityOfService)
         return true
       }
-      privateTaskQueue.expose()
+      ownQueueFlag.expose()
     }
     queue.addOperation(task)
     return true
@@ -81,7 +81,7 @@ extension JobController {
   /// exposed from then on.
   func addToQueue(_ task: Operation, _ queue: OperationQueue) {
     if queue === queueOfTasks {
-      privateTaskQueue?.expose()
+      ownQueueFlag?.expose()
     }
     queue.addOperation(task)
   }
@@ -108,7 +108,7 @@ extension JobController {
   private static func startHandedOver(_ operation: ConcurrentOperation) {
     guard let job = operation.directStarter else { return }
     operation.directStarter = nil
-    if job.privateTaskQueue?.isExposed != false || !operation.isReadyToStart {
+    if job.ownQueueFlag?.isExposed != false || !operation.isReadyToStart {
       job.addToQueue(operation, job.queueOfTasks)
     } else {
       operation.startOutsideQueue()
