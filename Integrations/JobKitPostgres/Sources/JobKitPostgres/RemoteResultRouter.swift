@@ -220,8 +220,7 @@ final class RemoteResultRouter: Sendable {
       machine.withLock { $0.listening() }
       wake.signal()
     } onNotification: { payload in
-      guard let id = Int64(payload) else { return }
-      if machine.withLock({ $0.notified(id) }) { wake.signal() }
+      if machine.withLock({ $0.notified(payload: payload) }) { wake.signal() }
     }
   }
 }

@@ -201,6 +201,56 @@ enum RemoteSchema {
         """
       ]
     ),
+    (
+      8,
+      [
+        // One notification per statement instead of one per row: the ids of a statement's final
+        // rows go together (comma-separated, rows grouped by id / 300 so that a payload stays
+        // under the server's 8,000 bytes), and a statement that makes rows available sends one
+        // "new" per queue. Every LISTENing backend of the database reads every notification, and
+        // the job's process decodes each. A statement trigger with a transition table has no
+        // column list (it runs after every update: one look at the rows it changed, no join) and
+        // one event each. A row made final twice, or updated while available, is notified again:
+        // a look-up or a claim that finds nothing new.
+        "DROP TRIGGER jobkit_remote_notify ON jobkit_remote_tasks",
+        "DROP FUNCTION jobkit_remote_notify()",
+        """
+        CREATE FUNCTION jobkit_remote_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          PERFORM pg_notify('jk_' || md5(queue) || CASE WHEN state = 'available' THEN '_new' ELSE '_done' END,
+            CASE WHEN state = 'available' THEN '' ELSE string_agg(id::text, ',') END)
+          FROM changed_rows WHERE state IN ('available', 'completed', 'failed', 'cancelled')
+          GROUP BY queue, state = 'available', CASE WHEN state = 'available' THEN 0 ELSE id / 300 END;
+          RETURN NULL;
+        END
+        $$
+        """,
+        // The cascade (version 4) updates a final row's children only if it has some: an update
+        // of no row still runs the statement triggers above, once per final row.
+        """
+        CREATE OR REPLACE FUNCTION jobkit_remote_cascade() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          IF EXISTS (SELECT 1 FROM jobkit_remote_tasks
+            WHERE parent_id = NEW.id AND state IN ('available', 'running') AND NOT cancel_requested) THEN
+            UPDATE jobkit_remote_tasks SET cancel_requested = true,
+              state = CASE WHEN state = 'available' THEN 'cancelled' ELSE state END,
+              finished_at = CASE WHEN state = 'available' THEN now() ELSE finished_at END
+            WHERE parent_id = NEW.id AND state IN ('available', 'running') AND NOT cancel_requested;
+          END IF;
+          RETURN NULL;
+        END
+        $$
+        """,
+        """
+        CREATE TRIGGER jobkit_remote_notify_inserted AFTER INSERT ON jobkit_remote_tasks
+          REFERENCING NEW TABLE AS changed_rows FOR EACH STATEMENT EXECUTE FUNCTION jobkit_remote_notify()
+        """,
+        """
+        CREATE TRIGGER jobkit_remote_notify_updated AFTER UPDATE ON jobkit_remote_tasks
+          REFERENCING NEW TABLE AS changed_rows FOR EACH STATEMENT EXECUTE FUNCTION jobkit_remote_notify()
+        """,
+      ]
+    ),
   ]
 
   /// The newest version this library knows.

@@ -35,6 +35,21 @@ import Testing
     #expect(machine.nextLookUp(now: start + .milliseconds(20)) == [2])
   }
 
+  @Test func aNotificationNamesTheIdsOfAStatementsFinalRows() {
+    var machine = makeMachine()
+    machine.driverStarted(now: start)
+    _ = machine.register(id: 7, token: 1, waiter: "a")
+    _ = machine.register(id: 300, token: 2, waiter: "b")
+    _ = machine.nextLookUp(now: start)
+    #expect(!machine.notified(payload: "1,2,3"))
+    #expect(!machine.notified(payload: ""))
+    #expect(machine.notified(payload: "5,7,x,300"))
+    #expect(machine.nextLookUp(now: start + .milliseconds(10)).sorted() == [7, 300])
+    // One id alone, as the row trigger of schema versions before 8 sent it.
+    #expect(machine.notified(payload: "300"))
+    #expect(machine.nextLookUp(now: start + .milliseconds(20)) == [300])
+  }
+
   @Test func pollingLooksUpEveryWaitedIdEachPollInterval() {
     var machine = makeMachine()
     machine.driverStarted(now: start)
