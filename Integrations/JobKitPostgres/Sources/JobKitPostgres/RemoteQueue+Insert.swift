@@ -126,10 +126,11 @@ extension RemoteQueue {
       }
       return rows
     }
+    let client = client
     let logger = logger
-    return try await bounded { connection in
+    return try await bounded {
       var rows: [Statement.Row] = []
-      for try await row in try await connection.execute(statement, logger: logger) {
+      for try await row in try await client.execute(statement, logger: logger) {
         rows.append(row)
       }
       return rows

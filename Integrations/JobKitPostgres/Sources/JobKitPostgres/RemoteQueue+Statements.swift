@@ -7,53 +7,48 @@ import PostgresNIO
 extension RemoteQueue {
   /// Runs `query` and reads its rows with `read`, within ``Configuration/statementTimeout``.
   /// Past it, throws an unreachable ``RemoteQueueError`` (retried like a lost connection) and
-  /// closes the statement's connection, which ends the statement (see ``bounded(_:)``).
+  /// cancels the statement; a statement that ignores the cancel is left to end on its own.
   func statement<Result: Sendable>(
     _ query: PostgresQuery, read: @escaping @Sendable (PostgresRowSequence) async throws -> Result
   ) async throws -> Result {
+    let client = client
     let logger = logger
-    return try await bounded { connection in try await read(try await connection.query(query, logger: logger)) }
+    return try await bounded { try await read(try await client.query(query, logger: logger)) }
   }
 
-  /// Runs `body` on a connection of the client's pool and returns its result, or throws an
-  /// unreachable ``RemoteQueueError`` after ``Configuration/statementTimeout`` (the wait for the
-  /// connection included), whichever comes first; cancelling the caller throws
-  /// `CancellationError`. Either way the connection `body` holds is closed, so that a statement
-  /// without an answer (a server gone mid-statement, a lock held) fails at once: `body` runs in
-  /// a child task, and the caller returns when it ended.
-  func bounded<Result: Sendable>(
-    _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
-  ) async throws -> Result {
+  /// Runs `body` in a task of its own and returns its result, or throws an unreachable
+  /// ``RemoteQueueError`` after ``Configuration/statementTimeout``, whichever comes first.
+  /// Cancelling the caller cancels `body` and throws `CancellationError` at once.
+  func bounded<Result: Sendable>(_ body: @escaping @Sendable () async throws -> Result) async throws -> Result {
     let timeout = configuration.statementTimeout
-    let client = client
-    let lease = StatementLease()
-    return try await withThrowingTaskGroup(of: Result?.self) { group in
-      group.addTask {
-        try await client.withConnection { connection in
-          try lease.start(connection)
-          defer { lease.end() }
-          return try await body(connection)
-        }
+    let race = StatementRace<Result>()
+    return try await withTaskCancellationHandler {
+      try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Result, any Error>) in
+        race.attach(continuation)
+        race.add(
+          Task {  // statement-race: outlives a stuck statement
+            do {
+              race.finish(.success(try await body()))
+            } catch {
+              race.finish(.failure(error))
+            }
+          })
+        race.add(
+          Task {  // statement-race: outlives a stuck statement
+            do {
+              try await Task.sleep(for: timeout)
+            } catch {
+              return
+            }
+            race.finish(
+              .failure(
+                RemoteQueueError(
+                  .databaseUnreachable, message: "a statement got no answer within \(timeout.seconds) s",
+                  transient: true)))
+          })
       }
-      group.addTask {
-        try await Task.sleep(for: timeout)
-        return nil
-      }
-      let first: Result?
-      do {
-        first = try await group.next() ?? nil
-      } catch {
-        lease.abandon()
-        group.cancelAll()
-        throw Task.isCancelled ? CancellationError() : error
-      }
-      if first == nil { lease.abandon() }
-      group.cancelAll()
-      guard let first else {
-        throw RemoteQueueError(
-          .databaseUnreachable, message: "a statement got no answer within \(timeout.seconds) s", transient: true)
-      }
-      return first
+    } onCancel: {
+      race.finish(.failure(CancellationError()))
     }
   }
 
@@ -173,41 +168,56 @@ struct Backoff {
   }
 }
 
-/// The connection a bounded statement holds, for its deadline to close. Only state under the
-/// lock; the connection is closed outside it.
-final class StatementLease: Sendable {
+/// A statement against its time limit: the first of the two to finish resumes the caller, and
+/// the other is cancelled. Only state under the lock; the caller is resumed outside it.
+final class StatementRace<Result: Sendable>: Sendable {
   private struct State {
-    var connection: PostgresConnection?
-    var abandoned = false
+    var continuation: CheckedContinuation<Result, any Error>?
+    var early: Swift.Result<Result, any Error>?
+    var finished = false
+    var tasks: [Task<Void, Never>] = []
   }
 
   private let state = Locked(State())
 
-  /// `connection` runs the statement now; throws `CancellationError` if the statement was
-  /// abandoned while it waited for the connection.
-  func start(_ connection: PostgresConnection) throws {
-    let abandoned = state.withLock { state -> Bool in
-      if !state.abandoned { state.connection = connection }
-      return state.abandoned
+  /// The caller to resume (an outcome that came first is delivered at once).
+  func attach(_ continuation: CheckedContinuation<Result, any Error>) {
+    let early = state.withLock { state -> Swift.Result<Result, any Error>? in
+      if let early = state.early {
+        state.early = nil
+        return early
+      }
+      state.continuation = continuation
+      return nil
     }
-    if abandoned { throw CancellationError() }
+    if let early { continuation.resume(with: early) }
   }
 
-  /// The statement ended: its connection goes back to the pool.
-  func end() {
-    state.withLock { $0.connection = nil }
+  /// A racing task, cancelled once the race is decided.
+  func add(_ task: Task<Void, Never>) {
+    let decided = state.withLock { state -> Bool in
+      if state.finished { return true }
+      state.tasks.append(task)
+      return false
+    }
+    if decided { task.cancel() }
   }
 
-  /// Nobody waits for the statement any more: closes its connection, which fails the statement
-  /// if it still runs (the pool opens another).
-  func abandon() {
-    let connection = state.withLock { state -> PostgresConnection? in
-      state.abandoned = true
-      defer { state.connection = nil }
-      return state.connection
+  /// Decides the race with `outcome` if nothing decided it yet.
+  func finish(_ outcome: Swift.Result<Result, any Error>) {
+    let (continuation, tasks) = state.withLock {
+      state -> (CheckedContinuation<Result, any Error>?, [Task<Void, Never>]) in
+      guard !state.finished else { return (nil, []) }
+      state.finished = true
+      defer { state.tasks = [] }
+      guard let continuation = state.continuation else {
+        state.early = outcome
+        return (nil, state.tasks)
+      }
+      state.continuation = nil
+      return (continuation, state.tasks)
     }
-    if let connection {
-      let _: EventLoopFuture<Void> = connection.close()
-    }
+    for task in tasks { task.cancel() }
+    continuation?.resume(with: outcome)
   }
 }
