@@ -206,21 +206,32 @@ enum RemoteSchema {
       [
         // One notification per statement instead of one per row: the ids of a statement's final
         // rows go together (comma-separated, rows grouped by id / 300 so that a payload stays
-        // under the server's 8,000 bytes), and a statement that makes rows available sends one
-        // "new" per queue. Every LISTENing backend of the database reads every notification, and
-        // the job's process decodes each. A statement trigger with a transition table has no
-        // column list (it runs after every update: one look at the rows it changed, no join) and
-        // one event each. A row made final twice, or updated while available, is notified again:
-        // a look-up or a claim that finds nothing new.
+        // under the server's 8,000 bytes), and an insert of available rows sends one "new" per
+        // queue. Every LISTENing backend of the database reads every notification, and the job's
+        // process decodes each. A statement trigger with a transition table has no column list
+        // and one event each: the update one runs after every update (one look at the rows it
+        // changed, no join with their old values), so a final row updated again is notified
+        // again (a look-up that finds it as it was). Rows that become available again (a retry,
+        // a rescue, a re-run) keep a row trigger, filtered in its WHEN: the notifications of a
+        // transaction that are alike are sent once.
         "DROP TRIGGER jobkit_remote_notify ON jobkit_remote_tasks",
         "DROP FUNCTION jobkit_remote_notify()",
         """
-        CREATE FUNCTION jobkit_remote_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+        CREATE FUNCTION jobkit_remote_notify_rows() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
           PERFORM pg_notify('jk_' || md5(queue) || CASE WHEN state = 'available' THEN '_new' ELSE '_done' END,
             CASE WHEN state = 'available' THEN '' ELSE string_agg(id::text, ',') END)
           FROM changed_rows WHERE state IN ('available', 'completed', 'failed', 'cancelled')
+            AND (TG_OP = 'INSERT' OR state <> 'available')
           GROUP BY queue, state = 'available', CASE WHEN state = 'available' THEN 0 ELSE id / 300 END;
+          RETURN NULL;
+        END
+        $$
+        """,
+        """
+        CREATE FUNCTION jobkit_remote_notify_available() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          PERFORM pg_notify('jk_' || md5(NEW.queue) || '_new', '');
           RETURN NULL;
         END
         $$
@@ -243,11 +254,16 @@ enum RemoteSchema {
         """,
         """
         CREATE TRIGGER jobkit_remote_notify_inserted AFTER INSERT ON jobkit_remote_tasks
-          REFERENCING NEW TABLE AS changed_rows FOR EACH STATEMENT EXECUTE FUNCTION jobkit_remote_notify()
+          REFERENCING NEW TABLE AS changed_rows FOR EACH STATEMENT EXECUTE FUNCTION jobkit_remote_notify_rows()
         """,
         """
         CREATE TRIGGER jobkit_remote_notify_updated AFTER UPDATE ON jobkit_remote_tasks
-          REFERENCING NEW TABLE AS changed_rows FOR EACH STATEMENT EXECUTE FUNCTION jobkit_remote_notify()
+          REFERENCING NEW TABLE AS changed_rows FOR EACH STATEMENT EXECUTE FUNCTION jobkit_remote_notify_rows()
+        """,
+        """
+        CREATE TRIGGER jobkit_remote_notify_available AFTER UPDATE OF state ON jobkit_remote_tasks
+          FOR EACH ROW WHEN (NEW.state = 'available' AND OLD.state <> 'available')
+          EXECUTE FUNCTION jobkit_remote_notify_available()
         """,
       ]
     ),
