@@ -220,7 +220,8 @@ final class RemoteResultRouter: Sendable {
       machine.withLock { $0.listening() }
       wake.signal()
     } onNotification: { payload in
-      if machine.withLock({ $0.notified(payload: payload) }) { wake.signal() }
+      guard let id = Int64(payload) else { return }
+      if machine.withLock({ $0.notified(id) }) { wake.signal() }
     }
   }
 }

@@ -86,17 +86,6 @@ struct RemoteResultRouterStateMachine<Waiter> {
     return true
   }
 
-  /// A notification's payload: the ids of the rows one statement made final, comma-separated
-  /// (the schema's statement trigger; a part that is not an id is skipped). Returns whether
-  /// one of them is waited for (the driver wakes).
-  mutating func notified(payload: String) -> Bool {
-    var waited = false
-    for part in payload.split(separator: ",") {
-      if let id = Int64(part), notified(id) { waited = true }
-    }
-    return waited
-  }
-
   /// The ids to look up at `now`: every waited id when a full check is due (each poll interval,
   /// after a (re)connection or a failure), otherwise those notified or registered since.
   mutating func nextLookUp(now: ContinuousClock.Instant) -> [Int64] {

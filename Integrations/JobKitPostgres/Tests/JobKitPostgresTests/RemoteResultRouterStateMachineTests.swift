@@ -35,25 +35,6 @@ import Testing
     #expect(machine.nextLookUp(now: start + .milliseconds(20)) == [2])
   }
 
-  @Test func aNotificationNamesTheIdsOfAStatementsFinalRows() {
-    var machine = makeMachine()
-    machine.driverStarted(now: start)
-    _ = machine.register(id: 7, token: 1, waiter: "a")
-    _ = machine.register(id: 300, token: 2, waiter: "b")
-    _ = machine.nextLookUp(now: start)
-    let unknown = machine.notified(payload: "1,2,3")
-    let empty = machine.notified(payload: "")
-    let someWaited = machine.notified(payload: "5,7,x,300")
-    #expect(!unknown)
-    #expect(!empty)
-    #expect(someWaited)
-    #expect(machine.nextLookUp(now: start + .milliseconds(10)).sorted() == [7, 300])
-    // One id alone, as the row trigger of schema versions before 8 sent it.
-    let alone = machine.notified(payload: "300")
-    #expect(alone)
-    #expect(machine.nextLookUp(now: start + .milliseconds(20)) == [300])
-  }
-
   @Test func pollingLooksUpEveryWaitedIdEachPollInterval() {
     var machine = makeMachine()
     machine.driverStarted(now: start)
