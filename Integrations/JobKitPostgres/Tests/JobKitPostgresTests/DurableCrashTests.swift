@@ -79,9 +79,12 @@ struct CrashRun {
     /// Per `kill -9` that held rows: until the last of them started again elsewhere.
     var recoveries: [Double] = []
     var seconds: Double = 0
+    /// Handler starts, deliveries and step bodies recorded.
+    var events = (starts: 0, deliveries: 0, steps: 0)
 
     var summary: String {
-      "\(Int(seconds)) s, faults \(faults.sorted { $0.key < $1.key }), violations \(violations.count), "
+      "\(Int(seconds)) s, \(events.starts) handler starts, \(events.deliveries) deliveries, \(events.steps) step bodies, "
+        + "faults \(faults.sorted { $0.key < $1.key }), violations \(violations.count), "
         + "recovery after kill -9 \(CrashRun.percentiles(recoveries))"
     }
   }
@@ -120,7 +123,7 @@ struct CrashRun {
       }
       everyWorker = workers
 
-      let input = TreeKind.Input(depth: 3, width: width, label: "r", leafSleepMilliseconds: 300, steps: true)
+      let input = TreeKind.Input(depth: 3, width: width, label: "r", leafSleepMilliseconds: 1_000, steps: true)
       let handle = try await queue.enqueue(TreeKind.self, input, idempotencyKey: "r")
       let root = Task { try await handle.result() }
       defer { root.cancel() }
@@ -178,6 +181,13 @@ struct CrashRun {
         events: events, rows: rows, rootKey: "r", rootOutput: output?.joined(separator: ","),
         expectedOutput: TestSupport.expectedLeaves(input).joined(separator: ","), cancelledRoot: "x")
       report.recoveries = Self.recoveries(kills: kills, events: events, rows: rows)
+      for event in events {
+        switch event {
+        case .start: report.events.starts += 1
+        case .delivery: report.events.deliveries += 1
+        case .stepBody: report.events.steps += 1
+        }
+      }
       report.seconds = Date().timeIntervalSince(started)
       return report
     }
