@@ -32,7 +32,9 @@ final class DurableScope: JobScope, @unchecked Sendable {
   /// never collide.
   static let separator: Character = "\u{1F}"
 
-  convenience init(rowID: Int64, key: String, timeAlreadyUsed: Duration = .zero, onWaiting: @escaping @Sendable (Bool) -> Void) {
+  convenience init(
+    rowID: Int64, key: String, timeAlreadyUsed: Duration = .zero, onWaiting: @escaping @Sendable (Bool) -> Void
+  ) {
     let state = Locked(LeaseState())
     let twin =
       timeAlreadyUsed > .zero

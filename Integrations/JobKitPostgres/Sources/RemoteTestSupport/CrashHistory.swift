@@ -24,15 +24,22 @@ public enum CrashHistory {
   /// A row of the queue at the end of the run. `output` is normalised as deliveries are
   /// (a tree's leaves joined by commas, a leaf's text, a step's value).
   public struct Row: Equatable, Sendable {
+    /// The row's key.
     public var key: String
+    /// The row's kind.
     public var kind: String
+    /// The row's state.
     public var state: String
+    /// The row's last attempt.
     public var attempt: Int
     /// Seconds since 1970 (the database's clock: the same host as the processes').
     public var finishedAt: Double?
+    /// The parent row's key.
     public var parentKey: String?
+    /// The stored output, normalised.
     public var output: String?
 
+    /// A row.
     public init(
       key: String, kind: String, state: String, attempt: Int, finishedAt: Double?, parentKey: String?,
       output: String?
@@ -57,8 +64,11 @@ public enum CrashHistory {
       case stepRanWhenFinal
       case cancelledTreeLive
     }
+    /// The rule broken.
     public var rule: Rule
+    /// What broke it.
     public var detail: String
+    /// The rule and what broke it.
     public var description: String { "\(rule): \(detail)" }
   }
 

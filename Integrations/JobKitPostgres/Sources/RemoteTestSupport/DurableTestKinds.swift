@@ -42,7 +42,8 @@ extension TestSupport {
   /// The output of a `TreeKind` node computed in process.
   public static func expectedLeaves(_ input: TreeKind.Input) -> [String] {
     let step = input.steps == true ? [input.label + "#step"] : []
-    return (step
+    return
+      (step
       + (0..<input.width).flatMap { index -> [String] in
         let label = "\(input.label)/\(index)"
         guard input.depth > 1 else { return [label] }
@@ -130,7 +131,9 @@ extension TestSupport {
       let step = DurableStep(queue: queue, idempotencyKey: "step") { () async throws -> String in
         if let history {
           let key = history.key + CrashHistory.separator + "step"
-          history.log.record { CrashHistory.Event.stepBody(key: key, parentAttempt: history.attempt, time: $0, pid: $1) }
+          history.log.record {
+            CrashHistory.Event.stepBody(key: key, parentAttempt: history.attempt, time: $0, pid: $1)
+          }
         }
         return label + "#step"
       }

@@ -92,7 +92,9 @@ public enum TestSupport {
   ) {
     let queue = worker.queue.name
     worker.register(EchoKind.self, maxConcurrent: maxConcurrent) { input, context in
-      history?.record { CrashHistory.Event.start(key: context.idempotencyKey, attempt: context.attempt, time: $0, pid: $1) }
+      history?.record {
+        CrashHistory.Event.start(key: context.idempotencyKey, attempt: context.attempt, time: $0, pid: $1)
+      }
       try await withStatementTimeout {
         try await client.query(
           """

@@ -17,7 +17,8 @@ import Testing
   static let rows: [Row] = [
     Row(key: "r", kind: "tree", state: "completed", attempt: 2, finishedAt: 100, parentKey: nil, output: "a,r#step"),
     Row(key: leaf, kind: "echo", state: "completed", attempt: 1, finishedAt: 50, parentKey: "r", output: "a"),
-    Row(key: step, kind: "jobkit.step", state: "completed", attempt: 1, finishedAt: 20, parentKey: "r", output: "r#step"),
+    Row(
+      key: step, kind: "jobkit.step", state: "completed", attempt: 1, finishedAt: 20, parentKey: "r", output: "r#step"),
     Row(key: cancelled, kind: "tree", state: "cancelled", attempt: 1, finishedAt: 110, parentKey: nil, output: nil),
     Row(
       key: cancelledLeaf, kind: "echo", state: "cancelled", attempt: 1, finishedAt: 111, parentKey: "x", output: nil),

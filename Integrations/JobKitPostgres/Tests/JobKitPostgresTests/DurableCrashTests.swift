@@ -170,7 +170,9 @@ struct CrashRun {
       // The checker says what is still live if this wait runs out.
       try? await TestDatabase.eventually("no row of x is available or running", timeout: .seconds(30)) {
         let rows = try await TestDatabase.rows(client, queue: queue.name)
-        return !rows.contains { $0.key.hasPrefix("x") && ($0.value.state == "available" || $0.value.state == "running") }
+        return !rows.contains {
+          $0.key.hasPrefix("x") && ($0.value.state == "available" || $0.value.state == "running")
+        }
       }
       for worker in everyWorker { worker.stop() }
       for worker in everyWorker { _ = try? await worker.waitForExit(timeout: .seconds(10)) }
