@@ -212,6 +212,8 @@ struct CrashRun {
       group.addTask {
         try await Task.sleep(for: timeout)
         Issue.record("the root did not finish within \(timeout)")
+        // Its wait ends with the cancel, so that the group can end.
+        root.cancel()
         return nil
       }
       let output = try await group.next() ?? nil

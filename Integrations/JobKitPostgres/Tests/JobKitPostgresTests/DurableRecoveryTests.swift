@@ -135,7 +135,7 @@ extension DatabaseTests.DurableRecoveryTests {
 extension DatabaseTests.DurableRecoveryTests {
   /// One worker process whose one slot serves every kind recovers a tree whose process was
   /// killed: the rescued rows (the parents included) run there, one after the other.
-  @Test func oneWorkerOfOneSlotRecoversAKilledTree() async throws {
+  @Test(.timeLimit(.minutes(3))) func oneWorkerOfOneSlotRecoversAKilledTree() async throws {
     try await TestDatabase.withClient { client in
       let queue = try await TestDatabase.makeQueue(client)
       let extra = ["--kinds", "echo,tree", "--max-concurrent", "1"]
@@ -164,7 +164,7 @@ extension DatabaseTests.DurableRecoveryTests {
   /// left. Its 4 s limit ends before its leaf's 6 s sleep (the leaf runs in this process and
   /// survives the kill), so every attempt fails; with a limit counted from each attempt's start,
   /// attempt 2 (2 s after the kill) would outlast the leaf and complete.
-  @Test func aTimeLimitCountsFromTheFirstStartAcrossAKill() async throws {
+  @Test(.timeLimit(.minutes(3))) func aTimeLimitCountsFromTheFirstStartAcrossAKill() async throws {
     try await TestDatabase.withClient { client in
       let queue = try await TestDatabase.makeQueue(client, maxAttempts: 3)
       let leafQueue = try await TestDatabase.makeQueue(client)
