@@ -17,7 +17,8 @@ import Foundation
 ///   another run stored one first, that one is the result: each step has one accepted result.
 /// - **Once the row exists** the body never runs again for the key. A process that dies after
 ///   the body and before the row was stored runs it again on the recovery: make the body
-///   idempotent where it can be (pass the key to the service it calls).
+///   idempotent where it can be (pass the key to the service it calls). A run stopped past its
+///   lease starts no body until a heartbeat renewed it: another run may have taken the job.
 /// - A body that throws stores nothing: the re-run tries it again. Stored rows are kept and
 ///   pruned as completed rows are (``RemoteQueue/Configuration/retention``).
 open class DurableStep<Output: Codable & Sendable>: Work<Output>, @unchecked Sendable {
@@ -45,8 +46,14 @@ open class DurableStep<Output: Codable & Sendable>: Work<Output>, @unchecked Sen
       let durable = keyScope.isQueue ? nil : scope.withLock { $0 }
       let key = try durable?.scopedKey(idempotencyKey) ?? idempotencyKey
       try queue.validate(key: key)
-      if let stored = try await queue.retryingWhileUnreachable({ try await queue.storedStep(key: key) }) {
-        return try JSONDecoder().decode(Output.self, from: stored)
+      while true {
+        if let stored = try await queue.retryingWhileUnreachable({ try await queue.storedStep(key: key) }) {
+          return try JSONDecoder().decode(Output.self, from: stored)
+        }
+        // A run stopped past its lease (another may have taken the job and stored the step
+        // since the look-up) starts no body until a heartbeat says the row is still its own.
+        guard let durable, !durable.holdsLease(at: .now) else { break }
+        try await durable.waitForLease()
       }
       let output = try await body()
       let encoded = try JSONEncoder().encode(output)

@@ -77,7 +77,10 @@ extension RemoteQueue {
       if !row.isNew { attached.append(row.key) }
     }
     if !attached.isEmpty {
-      let armed = try await rearmForRerun(keys: attached, on: connection)
+      var runAfter: [String: Double] = [:]
+      for row in rows { runAfter[row.key] = row.runAfter?.timeIntervalSince1970 ?? 0 }
+      let armed = try await rearmForRerun(
+        keys: attached, runAfter: attached.map { runAfter[$0] ?? 0 }, on: connection)
       for key in attached {
         if let row = armed[key] {
           found[key] = row

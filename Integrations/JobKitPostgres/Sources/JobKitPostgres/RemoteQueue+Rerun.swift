@@ -43,16 +43,19 @@ extension RemoteQueue {
   /// failed row is left as it is: the task gets its stored outcome (``retryFailed(idempotencyKeys:)``
   /// arms failed rows again).
   ///
+  /// A cancelled row armed again starts no earlier than its key's `runAfter` (seconds since
+  /// 1970, 0: now), as a new row would.
+  ///
   /// Returns the rows it armed again or attached to, with their new generation, by key (none is
   /// final). On `connection` if given (in the caller's transaction).
-  func rearmForRerun(keys: [String], on connection: PostgresConnection? = nil) async throws -> [String:
-    RemoteInsertedRow]
+  func rearmForRerun(keys: [String], runAfter: [Double], on connection: PostgresConnection? = nil) async throws
+    -> [String: RemoteInsertedRow]
   {
     let more = Int32(clamping: max(1, configuration.retryPolicy.maxAttempts))
     return try await statement(
       on: connection,
       """
-      UPDATE jobkit_remote_tasks SET generation = generation + 1, cancel_requested = false,
+      UPDATE jobkit_remote_tasks t SET generation = generation + 1, cancel_requested = false,
         state = CASE WHEN state = 'cancelled' THEN 'available' ELSE state END,
         max_attempts = CASE WHEN state = 'cancelled' THEN attempt + \(more)
           WHEN cancel_requested THEN greatest(max_attempts, attempt + \(more)) ELSE max_attempts END,
@@ -61,9 +64,10 @@ extension RemoteQueue {
         finished_at = CASE WHEN state = 'cancelled' THEN NULL ELSE finished_at END,
         owner = CASE WHEN state = 'cancelled' THEN NULL ELSE owner END,
         lease_expires_at = CASE WHEN state = 'cancelled' THEN NULL ELSE lease_expires_at END,
-        run_after = CASE WHEN state = 'cancelled' THEN now() ELSE run_after END,
+        run_after = CASE WHEN state = 'cancelled' THEN greatest(now(), to_timestamp(r.run_after)) ELSE t.run_after END,
         suspect = CASE WHEN state = 'cancelled' THEN false ELSE suspect END
-      WHERE queue = \(name) AND idempotency_key = ANY(\(keys))
+      FROM unnest(\(keys)::text[], \(runAfter)::float8[]) AS r(key, run_after)
+      WHERE queue = \(name) AND idempotency_key = r.key
         AND state IN ('cancelled', 'available', 'running')
       RETURNING idempotency_key, id, generation
       """

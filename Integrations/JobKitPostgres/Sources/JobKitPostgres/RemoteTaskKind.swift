@@ -107,8 +107,8 @@ public struct RemoteTaskContext: Sendable {
   /// The id of the worker running it (``RemoteWorker/id``).
   public let workerID: String
   /// How long ago the task's first attempt started, by the database's clock (zero on the first
-  /// attempt). A durable job whose time limit must count from its first start, not from this
-  /// attempt, sets `job.timeLimit = limit - context.sinceFirstStart`.
+  /// attempt). The jobs the handler makes count their `timeLimit` from then, not from this
+  /// attempt: a job past its limit on a re-run fails at once with `timeLimitExceeded`.
   public var sinceFirstStart: Duration = .zero
 
   /// Whether the task was cancelled (the running Swift task's cancellation).

@@ -7,11 +7,22 @@ import Foundation
 /// takes the worker over ``Configuration/maxConcurrent`` for a while. A suspect row that waits
 /// for its children no longer runs alone: it survived its start.
 extension RemoteWorker {
-  /// The scope of row `row`'s handler run: its children's parent, and its waits.
+  /// The scope of row `row`'s handler run: its children's parent, its waits, and the time its
+  /// earlier attempts used (the time limits of the jobs its handler makes count from its first
+  /// start).
   func makeScope(for row: ClaimedRow) -> DurableScope {
-    DurableScope(rowID: row.id, key: row.key) { [weak self] waiting in
+    let scope = DurableScope(rowID: row.id, key: row.key, timeAlreadyUsed: row.sinceFirstStart) {
+      [weak self] waiting in
       self?.handlerWaits(row.id, waiting)
     }
+    scope.leaseHeld(until: leaseHeld(since: row.claimedAt))
+    return scope
+  }
+
+  /// Until when a lease taken or renewed by a statement sent at `sent` is surely held: the
+  /// lease less a quarter, a margin for the statement's time and clocks.
+  func leaseHeld(since sent: ContinuousClock.Instant) -> ContinuousClock.Instant {
+    sent + configuration.leaseDuration * 0.75
   }
 
   /// The handler of row `id` started (`waiting`) or ended its waits for its children: frees its

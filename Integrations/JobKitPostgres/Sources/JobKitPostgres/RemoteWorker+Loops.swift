@@ -223,6 +223,7 @@ extension RemoteWorker {
         continue
       }
       do {
+        let sent = ContinuousClock.now
         let kept = try await queue.statement(
           """
           WITH locked AS (
@@ -241,17 +242,22 @@ extension RemoteWorker {
           return kept
         }
         // A row that finished meanwhile is not lost: only handlers still running are looked at.
-        let (toCancel, lost) = state.withLock { state -> ([Operation], [(Int64, DurableScope?)]) in
+        let (toCancel, lost, renewed) = state.withLock {
+          state -> ([Operation], [(Int64, DurableScope?)], [DurableScope]) in
           var toCancel: [Operation] = []
           var lost: [(Int64, DurableScope?)] = []
+          var renewed: [DurableScope] = []
           for id in ids {
+            if kept[id] != nil, let scope = state.running[id]?.scope { renewed.append(scope) }
             guard let running = state.running[id], !running.finishing, !running.handedBack, kept[id] != false
             else { continue }
             toCancel.append(running.task)
             if kept[id] == nil { lost.append((id, running.scope)) }
           }
-          return (toCancel, lost)
+          return (toCancel, lost, renewed)
         }
+        let heldUntil = leaseHeld(since: sent)
+        for scope in renewed { scope.leaseHeld(until: heldUntil) }
         for (id, scope) in lost {
           scope?.abandon()
           logger.warning(

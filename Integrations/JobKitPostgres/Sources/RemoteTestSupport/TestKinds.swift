@@ -86,10 +86,15 @@ public enum TestSupport {
     }
   }
 
-  /// Registers `EchoKind` on `worker`, recording each run through `client`.
-  public static func registerEcho(on worker: RemoteWorker, client: PostgresClient, maxConcurrent: Int? = nil) {
+  /// Registers `EchoKind` on `worker`, recording each run through `client` (and in `history`).
+  public static func registerEcho(
+    on worker: RemoteWorker, client: PostgresClient, maxConcurrent: Int? = nil, history: CrashHistoryLog? = nil
+  ) {
     let queue = worker.queue.name
     worker.register(EchoKind.self, maxConcurrent: maxConcurrent) { input, context in
+      history?.record {
+        CrashHistory.Event.start(key: context.idempotencyKey, attempt: context.attempt, time: $0, pid: $1)
+      }
       try await withStatementTimeout {
         try await client.query(
           """

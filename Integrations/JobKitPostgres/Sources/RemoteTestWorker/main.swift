@@ -1,7 +1,7 @@
 // The multi-process tests' processes:
 //   jobkit-remote-test-worker worker --database URL --queue NAME --id ID [--lease S] [--heartbeat S]
-//                                    [--grace S] [--max-concurrent N] [--batch N] [--kinds echo,tree]
-//                                    [--leaf-queue NAME]
+//                                    [--grace S] [--max-concurrent N] [--batch N] [--kinds echo,tree,limited]
+//                                    [--leaf-queue NAME] [--max-attempts N] [--history DIR]
 //   jobkit-remote-test-worker job --database URL --queue NAME --count N --prefix P [--sleep MS]
 // A worker prints "ready" once it reached the database, and its statistics when it stops. A job
 // prints "done results=… failures=… duplicates=…" and exits 0 when each result came exactly once.
@@ -58,6 +58,9 @@ let logger = Logger(label: "jobkit-remote-test-worker")
 let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
 var queueConfiguration = RemoteQueue.Configuration()
 queueConfiguration.pollInterval = seconds("poll", 0.5)
+if let attempts = options["max-attempts"].flatMap({ Int($0) }) {
+  queueConfiguration.retryPolicy = RetryPolicy(maxAttempts: attempts)
+}
 let queue = RemoteQueue(client: client, name: queueName, configuration: queueConfiguration, logger: logger)
 
 struct ConnectTimeout: Error, CustomStringConvertible {
@@ -105,11 +108,23 @@ case "worker":
   let worker = RemoteWorker(
     queue: queue, id: options["id"] ?? "worker-\(getpid())", configuration: workerConfiguration, logger: logger)
   let kinds = Set((options["kinds"] ?? "echo").split(separator: ",").map(String.init))
-  if kinds.contains("echo") { TestSupport.registerEcho(on: worker, client: client) }
+  // The crash test's history: a file per process in this folder.
+  let history: CrashHistoryLog?
+  do {
+    history = try options["history"].map { try CrashHistoryLog(directory: $0) }
+  } catch {
+    fail("cannot open the history file: \(error)", status: 2)
+  }
+  if kinds.contains("echo") { TestSupport.registerEcho(on: worker, client: client, history: history) }
   let leafQueue = options["leaf-queue"].map {
     RemoteQueue(client: client, name: $0, configuration: queueConfiguration, logger: logger)
   }
-  if kinds.contains("tree") { TestSupport.registerTree(on: worker, client: client, leafQueue: leafQueue) }
+  if kinds.contains("limited"), let leafQueue {
+    TestSupport.registerLimited(on: worker, leafQueue: leafQueue)
+  }
+  if kinds.contains("tree") {
+    TestSupport.registerTree(on: worker, client: client, leafQueue: leafQueue, history: history)
+  }
   await connect()
   say("ready")
   let group = ServiceGroup(

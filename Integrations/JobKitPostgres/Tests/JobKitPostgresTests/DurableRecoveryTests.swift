@@ -131,3 +131,82 @@ extension DatabaseTests.DurableRecoveryTests {
     return nil
   }
 }
+
+extension DatabaseTests.DurableRecoveryTests {
+  /// One worker process whose one slot serves every kind recovers a tree whose process was
+  /// killed: the rescued rows (the parents included) run there, one after the other.
+  @Test(.timeLimit(.minutes(3))) func oneWorkerOfOneSlotRecoversAKilledTree() async throws {
+    try await TestDatabase.withClient { client in
+      let queue = try await TestDatabase.makeQueue(client)
+      let extra = ["--kinds", "echo,tree", "--max-concurrent", "1"]
+      let first = try await WorkerProcesses.start(1, queue: queue.name, prefix: "first", extra: extra)
+      defer { first.stopAll() }
+      let input = TreeKind.Input(depth: 2, width: 2, label: "o", leafSleepMilliseconds: 4_000)
+      let handle = try await queue.enqueue(TreeKind.self, input, idempotencyKey: "o")
+      let root = Task { try await handle.result() }
+      defer { root.cancel() }
+      // The root and its two jobs wait; a leaf sleeps.
+      try await TestDatabase.eventually("the root, two jobs and a leaf run") {
+        try await TestDatabase.rows(client, queue: queue.name).values.filter { $0.state == "running" }.count >= 4
+      }
+      first.processes[0].signal(SIGKILL)
+      let second = try await WorkerProcesses.start(1, queue: queue.name, prefix: "second", extra: extra)
+      defer { second.stopAll() }
+      // Two leaves sleep 4 s each, one after the other in the one slot.
+      let output = try await CrashRun.value(of: root, within: .seconds(60))
+      #expect(output == TestSupport.expectedLeaves(input))
+    }
+  }
+}
+
+extension DatabaseTests.DurableRecoveryTests {
+  /// A durable job's time limit counts from its first start: the job of attempt 2 gets what is
+  /// left. Its 4 s limit ends before its leaf's 6 s sleep (the leaf runs in this process and
+  /// survives the kill), so every attempt fails; with a limit counted from each attempt's start,
+  /// attempt 2 (2 s after the kill) would outlast the leaf and complete.
+  @Test(.timeLimit(.minutes(3))) func aTimeLimitCountsFromTheFirstStartAcrossAKill() async throws {
+    try await TestDatabase.withClient { client in
+      let queue = try await TestDatabase.makeQueue(client, maxAttempts: 3)
+      let leafQueue = try await TestDatabase.makeQueue(client)
+      let leaves = RemoteWorker(
+        queue: leafQueue, id: "leaves", configuration: TestDatabase.workerConfiguration(), logger: TestDatabase.logger
+      )
+      TestSupport.registerEcho(on: leaves, client: client)
+      let leavesRun = Task { try await leaves.run() }
+      defer { leavesRun.cancel() }
+      let extra = ["--kinds", "limited", "--leaf-queue", leafQueue.name]
+      let first = try await WorkerProcesses.start(1, queue: queue.name, prefix: "first", extra: extra)
+      defer { first.stopAll() }
+      let handle = try await queue.enqueue(
+        LimitedKind.self, LimitedKind.Input(limitMilliseconds: 4_000, leafSleepMilliseconds: 6_000),
+        idempotencyKey: "l")
+      try await TestDatabase.eventually("the job waits for its sleeping leaf") {
+        try await TestDatabase.rows(client, queue: leafQueue.name).values.contains { $0.state == "running" }
+      }
+      first.processes[0].signal(SIGKILL)
+      let second = try await WorkerProcesses.start(1, queue: queue.name, prefix: "second", extra: extra)
+      defer { second.stopAll() }
+      let outcome = try await withThrowingTaskGroup(of: Result<String, any Error>?.self) { group in
+        group.addTask {
+          do { return .success(try await handle.result()) } catch { return .failure(error) }
+        }
+        group.addTask {
+          try await Task.sleep(for: .seconds(60))
+          return nil
+        }
+        let outcome = try await group.next() ?? nil
+        group.cancelAll()
+        return outcome
+      }
+      switch outcome {
+      case .failure(let error as RemoteTaskError):
+        #expect(error.message.contains("time limit"), "\(error)")
+        #expect(error.attempt >= 2)
+      case let other:
+        Issue.record("expected the time limit's failure, got \(String(describing: other))")
+      }
+      // The leaf ran once: the re-run attached to it.
+      #expect(try await TestSupport.executions(client, queue: leafQueue.name) == ["l\u{1F}leaf": 1])
+    }
+  }
+}

@@ -164,6 +164,24 @@ extension DatabaseTests {
       }
     }
 
+    @Test func enqueueingACancelledKeyAgainHonoursItsNewRunAt() async throws {
+      try await TestDatabase.withClient { client in
+        let queue = try await TestDatabase.makeQueue(client)
+        let first = try await queue.enqueue(EchoKind.self, EchoKind.Input(text: "later"), idempotencyKey: "re")
+        try await first.cancel()
+        _ = try await queue.enqueue(
+          EchoKind.self, EchoKind.Input(text: "later"), idempotencyKey: "re", runAt: Date() + 3_600)
+        let row = try #require(try await Self.row(client, queue: queue.name, key: "re"))
+        #expect(row.state == "available")
+        #expect(row.dueIn > 3_500 && row.dueIn <= 3_600)
+        // Without a runAt, a cancelled key armed again is due at once.
+        try await queue.handle(for: EchoKind.self, idempotencyKey: "re").cancel()
+        _ = try await queue.enqueue(EchoKind.self, EchoKind.Input(text: "later"), idempotencyKey: "re")
+        let now = try #require(try await Self.row(client, queue: queue.name, key: "re")?.dueIn)
+        #expect(now <= 0)
+      }
+    }
+
     @Test func cancelOfARunningTaskStopsItsHandler() async throws {
       try await TestDatabase.withClient { client in
         let queue = try await TestDatabase.makeQueue(client)

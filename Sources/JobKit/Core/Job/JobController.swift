@@ -256,7 +256,7 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
     let thread = currentThreadID()
     let (runsMain, timeLimit) = withJobState { ($0.beginMain(on: thread, keeping: self), $0.beginTimeLimit()) }
     if let timeLimit {
-      armTimeLimit(timeLimit)
+      armTimeLimit(timeLimit, used: inheritedScope?.timeAlreadyUsed ?? .zero)
     }
     if runsMain {
       main()

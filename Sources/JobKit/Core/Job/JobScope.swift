@@ -7,8 +7,25 @@ import Foundation
 /// A job takes the scope bound in ``JobController/currentScope`` when it is made; a job made
 /// without one takes the scope of the job that tracks and queues it. A tracked task that adopts
 /// ``JobScopeInheriting`` is handed the tracking job's scope before it is queued.
+///
+/// A scope may also say how much of their ``JobController/timeLimit`` the jobs made in it used
+/// before they started (a durable job run again after a crash counts from its first start),
+/// and hand its tracked tasks another scope (one that used none).
 @_spi(JobScope)
-public protocol JobScope: AnyObject, Sendable {}
+public protocol JobScope: AnyObject, Sendable {
+  /// Taken from the time limit of a job that holds this scope when it starts; zero by default.
+  var timeAlreadyUsed: Duration { get }
+  /// The scope a job holding this one hands down to what it tracks; this one by default.
+  var handedDown: any JobScope { get }
+}
+
+@_spi(JobScope)
+extension JobScope {
+  /// None: a job's time limit counts from its start.
+  public var timeAlreadyUsed: Duration { .zero }
+  /// This scope.
+  public var handedDown: any JobScope { self }
+}
 
 /// A task that takes the ``JobScope`` of the job tracking it.
 @_spi(JobScope)
@@ -42,7 +59,7 @@ extension JobController {
   /// nothing reads its scope yet).
   @inline(__always)
   func handDownScope(to task: Operation, queuedHere: Bool) {
-    guard let scope = inheritedScope else { return }
+    guard let scope = inheritedScope?.handedDown else { return }
     if let job = task as? JobController {
       if queuedHere, job.inheritedScope == nil { job.inheritedScope = scope }
     } else if let inheriting = task as? any JobScopeInheriting {

@@ -111,11 +111,12 @@ extension JobController {
     }
   }
 
-  /// The job started with a time limit: schedules its expiry on the job's clock.
-  func armTimeLimit(_ limit: Duration) {
+  /// The job started with a time limit of which its scope says `used` went before (see
+  /// ``JobScope``): schedules its expiry on the job's clock, at once if nothing is left.
+  func armTimeLimit(_ limit: Duration, used: Duration) {
     let clock = readJobState { $0.clock }
     // Weak: a clock may hold the timer after the job finished; it must not keep the job.
-    let timer = clock.schedule(after: limit) { [weak self] in
+    let timer = clock.schedule(after: max(.zero, limit - used)) { [weak self] in
       guard let self else { return }
       let (ranOut, fired, followers) = self.withJobState { $0.timeLimitFired() }
       _ = fired  // released after the lock
