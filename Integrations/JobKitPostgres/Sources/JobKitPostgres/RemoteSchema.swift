@@ -205,11 +205,15 @@ enum RemoteSchema {
       7,
       [
         // The room of each limited kind and key of a queue, counted from a fresh snapshot,
-        // without a lock (the rows and columns of jobkit_remote_limit_room of version 5).
+        // without a lock (the rows and columns of jobkit_remote_limit_room of version 5). In
+        // PL/pgSQL, whose plans a session keeps: as a SQL function it was planned at every
+        // call, 2 ms instead of 0.15.
         """
         CREATE FUNCTION jobkit_remote_limit_count(p_queue text)
         RETURNS TABLE (kind text, concurrency_key text, kind_room integer, per_key integer, key_room integer)
-        LANGUAGE sql VOLATILE AS $$
+        LANGUAGE plpgsql VOLATILE AS $$
+        BEGIN
+          RETURN QUERY
           WITH running AS (
             SELECT t.kind, t.concurrency_key, count(*)::integer AS n FROM jobkit_remote_tasks t
             WHERE t.queue = p_queue AND t.state = 'running'
@@ -224,7 +228,8 @@ enum RemoteSchema {
           UNION ALL
           SELECT r.kind, r.concurrency_key, NULL::integer, NULL::integer, greatest(0, l.max_running_per_key - r.n)
           FROM running r JOIN jobkit_remote_limits l ON l.queue = p_queue AND l.kind = r.kind
-          WHERE r.concurrency_key IS NOT NULL AND l.max_running_per_key IS NOT NULL
+          WHERE r.concurrency_key IS NOT NULL AND l.max_running_per_key IS NOT NULL;
+        END
         $$
         """,
         // The room a claim of up to p_batch rows may fill, under the queue's advisory lock held

@@ -142,29 +142,22 @@ extension DatabaseTests {
         let queue = try await TestDatabase.makeQueue(client)
         try await Self.insert(client, queue.name, [("k0", nil)], kind: "echo")
         try await queue.setLimits(.init(maxRunning: 1_000_000), forKind: "echo")
-        try await client.withTransaction(logger: TestDatabase.logger) { claimer in
-          // Far from the limit: nothing to hold back, and the lock is held shared to the commit.
-          #expect(try await Self.room(claimer, queue.name, batch: 16) == [])
-          #expect(try await Self.roomWithoutWaiting(client, queue.name, batch: 16) == [])
-          // A claim of more than 64 rows takes the lock alone, so it waits.
-          #expect(try await Self.roomWithoutWaiting(client, queue.name, batch: 65) == nil)
-        }
+        // Far from the limit: nothing to hold back, and the lock is held shared to the commit.
+        var seen = try await Self.rooms(client, queue.name, batch: 16)
+        #expect(seen.holder == [] && seen.other == [])
+        // A claim of more than 64 rows takes the lock alone, so it waits.
+        seen = try await Self.rooms(client, queue.name, batch: 65)
+        #expect(seen.holder == [] && seen.other == nil)
         try await queue.setLimits(.init(maxRunning: 3), forKind: "echo")
-        try await client.withTransaction(logger: TestDatabase.logger) { claimer in
-          #expect(try await Self.room(claimer, queue.name, batch: 16) == [Room(kind: "echo", kindRoom: 3)])
-          #expect(try await Self.roomWithoutWaiting(client, queue.name, batch: 16) == nil)
-        }
+        seen = try await Self.rooms(client, queue.name, batch: 16)
+        #expect(seen.holder == [Room(kind: "echo", kindRoom: 3)] && seen.other == nil)
         // A limit per key far above what runs is far too; a small one is near.
         try await queue.setLimits(.init(maxRunningPerConcurrencyKey: 1_000_000), forKind: "echo")
-        try await client.withTransaction(logger: TestDatabase.logger) { claimer in
-          #expect(try await Self.room(claimer, queue.name, batch: 16) == [])
-          #expect(try await Self.roomWithoutWaiting(client, queue.name, batch: 16) == [])
-        }
+        seen = try await Self.rooms(client, queue.name, batch: 16)
+        #expect(seen.holder == [] && seen.other == [])
         try await queue.setLimits(.init(maxRunningPerConcurrencyKey: 2), forKind: "echo")
-        try await client.withTransaction(logger: TestDatabase.logger) { claimer in
-          #expect(try await Self.room(claimer, queue.name, batch: 16) == [Room(kind: "echo", perKey: 2)])
-          #expect(try await Self.roomWithoutWaiting(client, queue.name, batch: 16) == nil)
-        }
+        seen = try await Self.rooms(client, queue.name, batch: 16)
+        #expect(seen.holder == [Room(kind: "echo", perKey: 2)] && seen.other == nil)
       }
     }
 
@@ -212,14 +205,15 @@ extension DatabaseTests {
               throw error
             }
             try await claimer.query("COMMIT", logger: TestDatabase.logger)
-            #expect(try await group.next() == [Room(kind: "echo", kindRoom: 64 + 10 - 50)])
+            let second = try await group.next()
+            #expect(second == [Room(kind: "echo", kindRoom: 64 + 10 - 50)])
           }
         }
       }
     }
 
     /// A row of `jobkit_remote_limit_room`.
-    struct Room: Equatable {
+    struct Room: Equatable, Sendable {
       var kind: String
       var concurrencyKey: String? = nil
       var kindRoom: Int? = nil
@@ -240,6 +234,18 @@ extension DatabaseTests {
             keyRoom: row.4.map(Int.init)))
       }
       return rooms
+    }
+
+    /// The rows of `jobkit_remote_limit_room` for a claim of 16 rows (`holder`), and, while its
+    /// transaction holds the lock, for a claim of `batch` rows (`other`, `nil`: it had to wait).
+    static func rooms(
+      _ client: PostgresClient, _ queue: String, batch: Int32
+    ) async throws -> (holder: [Room], other: [Room]?) {
+      try await client.withTransaction(logger: TestDatabase.logger) { connection in
+        let holder = try await room(connection, queue, batch: 16)
+        let other = try await roomWithoutWaiting(client, queue, batch: batch)
+        return (holder, other)
+      }
     }
 
     /// The rows of `jobkit_remote_limit_room` in a transaction of its own, or `nil` when its
