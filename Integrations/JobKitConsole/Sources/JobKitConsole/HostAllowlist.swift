@@ -58,8 +58,8 @@ struct HostAllowlistMiddleware<Context: RequestContext>: RouterMiddleware {
     _ request: Request, context: Context, next: (Request, Context) async throws -> Response
   ) async throws -> Response {
     guard allowlist.allows(host: request.head.authority) else {
-      console.logger.notice(
-        "jobkit-console: a request for another host was refused",
+      console.logger.info(
+        "a request for another host was refused",
         metadata: ["host": "\(request.head.authority ?? "")"])
       return console.message(
         status: .misdirectedRequest, "This console does not answer to that host name.", paths: paths)

@@ -12,8 +12,8 @@ extension RemoteConsole {
     let (form, verdict) = try await guardedForm(request)
     let action = pause ? "pause" : "resume"
     guard verdict == .allowed else {
-      logger.notice(
-        "jobkit-console: an action was refused",
+      logger.info(
+        "an action was refused",
         metadata: ["action": "\(action)", "queue": "\(form["queue"] ?? "?")", "verdict": "\(verdict)"])
       return message(status: .forbidden, Self.refusal(verdict), paths: paths)
     }
@@ -27,7 +27,7 @@ extension RemoteConsole {
       } else {
         try await queue.resume()
       }
-      logger.info("jobkit-console: queue \(action)d", metadata: ["queue": "\(name)"])
+      logger.info("queue \(action)d", metadata: ["queue": "\(name)"])
       var headers = HTTPFields()
       headers[.location] = paths.dashboard + "?done=" + action + "d"
       return Response(status: .seeOther, headers: headers)

@@ -181,8 +181,8 @@ public struct RemoteConsole: Sendable {
   func act(_ action: Action, _ request: Request, id: Int64?, _ paths: ConsolePaths) async throws -> Response {
     let (_, verdict) = try await guardedForm(request)
     guard verdict == .allowed else {
-      logger.notice(
-        "jobkit-console: an action was refused",
+      logger.info(
+        "an action was refused",
         metadata: ["action": "\(action.rawValue)", "task": "\(id.map(String.init) ?? "?")", "verdict": "\(verdict)"])
       return message(status: .forbidden, Self.refusal(verdict), paths: paths)
     }
@@ -207,7 +207,7 @@ public struct RemoteConsole: Sendable {
         try await queue.cancelTask(idempotencyKey: task.idempotencyKey)
         outcome = "cancel-requested"
       }
-      logger.info("jobkit-console: \(outcome)", metadata: ["task": "\(id)", "queue": "\(task.queue)"])
+      logger.info("task \(outcome)", metadata: ["task": "\(id)", "queue": "\(task.queue)"])
       var headers = HTTPFields()
       headers[.location] = paths.task(id) + "?done=" + outcome
       return Response(status: .seeOther, headers: headers)
@@ -268,7 +268,7 @@ public struct RemoteConsole: Sendable {
 
   func failure(_ error: any Error, fragment: Bool, paths: ConsolePaths) -> Response {
     let summary = Self.summary(error)
-    logger.error("jobkit-console: a query failed", metadata: ["error": "\(summary)"])
+    logger.info("a query failed; the page says so", metadata: ["error": "\(summary)"])
     let body: HTML = "<p class=\"message error\">The database did not answer: \(summary)</p>"
     let html = fragment ? body : ConsolePages.layout(title: "Error", live: body, refresh: nil, paths: paths)
     return Self.htmlResponse(html, status: .serviceUnavailable)

@@ -40,7 +40,7 @@ struct JobKitConsoleCommand {
       configuration: .init(address: .hostname(options.host, port: options.port), serverName: "jobkit-console"),
       onServerRunning: { channel in
         serverLogger.info(
-          "jobkit-console: listening",
+          "listening",
           metadata: [
             "address": "\(channel.localAddress.map { "\($0)" } ?? "?")", "read-only": "\(readOnly)",
           ])
@@ -53,7 +53,7 @@ struct JobKitConsoleCommand {
     do {
       try await group.run()
     } catch {
-      logger.error("jobkit-console: stopped", metadata: ["error": "\(error)"])
+      logger.error("stopped", metadata: ["error": "\(error)"])
       exit(1)
     }
   }

@@ -11,8 +11,10 @@ extension RemoteWorker {
   /// A paused queue (``RemoteQueue/pause()``) gives nothing. In a queue with limits
   /// (``RemoteQueue/setLimits(_:forKind:)``), the statement holds the queue's transaction lock
   /// from its count of the running rows (`jobkit_remote_limit_room`, a fresh snapshot) to its
-  /// commit, so two claims never both fill the same room; it looks at up to 4 × `limit` rows
-  /// past those of full kinds and keys, and takes those that fit.
+  /// commit: alone near a limit, so two claims never both fill the same room; shared far from
+  /// every limit, with the room lessened by what the other claims may take (no rows: nothing
+  /// to hold back). Given rooms, it looks at up to 4 × `limit` rows past those of full kinds
+  /// and keys, and takes those that fit.
   func claim(limit: Int, mayTakeSuspect: Bool, owner: String) async throws -> [ClaimedRow] {
     let lease = configuration.leaseDuration.seconds
     let limit = Int64(limit)
@@ -22,7 +24,7 @@ extension RemoteWorker {
       WITH paused AS (
         SELECT 1 FROM jobkit_remote_queues WHERE queue = \(name) AND paused_at IS NOT NULL
       ), room AS MATERIALIZED (
-        SELECT * FROM jobkit_remote_limit_room(\(name))
+        SELECT * FROM jobkit_remote_limit_room(\(name), \(Int32(clamping: limit))::integer)
       ), suspect AS (
         SELECT id FROM jobkit_remote_tasks t
         WHERE NOT EXISTS (SELECT 1 FROM paused) AND \(mayTakeSuspect) AND queue = \(name) AND state = 'available'

@@ -137,6 +137,131 @@ extension DatabaseTests {
       }
     }
 
+    @Test func farFromEveryLimitClaimsShareTheLockAndNearOneEachTakesItAlone() async throws {
+      try await TestDatabase.withClient { client in
+        let queue = try await TestDatabase.makeQueue(client)
+        try await Self.insert(client, queue.name, [("k0", nil)], kind: "echo")
+        try await queue.setLimits(.init(maxRunning: 1_000_000), forKind: "echo")
+        // Far from the limit: nothing to hold back, and the lock is held shared to the commit.
+        var seen = try await Self.rooms(client, queue.name, batch: 16)
+        #expect(seen.holder == [] && seen.other == [])
+        // A claim of more than 64 rows takes the lock alone, so it waits.
+        seen = try await Self.rooms(client, queue.name, batch: 65)
+        #expect(seen.holder == [] && seen.other == nil)
+        try await queue.setLimits(.init(maxRunning: 3), forKind: "echo")
+        seen = try await Self.rooms(client, queue.name, batch: 16)
+        #expect(seen.holder == [Room(kind: "echo", kindRoom: 3)] && seen.other == nil)
+        // A limit per key far above what runs is far too; a small one is near.
+        try await queue.setLimits(.init(maxRunningPerConcurrencyKey: 1_000_000), forKind: "echo")
+        seen = try await Self.rooms(client, queue.name, batch: 16)
+        #expect(seen.holder == [] && seen.other == [])
+        try await queue.setLimits(.init(maxRunningPerConcurrencyKey: 2), forKind: "echo")
+        seen = try await Self.rooms(client, queue.name, batch: 16)
+        #expect(seen.holder == [Room(kind: "echo", perKey: 2)] && seen.other == nil)
+      }
+    }
+
+    @Test func aSharedClaimCountsAfterTheLockAndLeavesRoomForTheClaimsItCannotSee() async throws {
+      try await TestDatabase.withClient { client in
+        let queue = try await TestDatabase.makeQueue(client)
+        var connections = 0
+        for try await value in try await client.query("SELECT current_setting('max_connections')::integer")
+          .decode(Int32.self)
+        {
+          connections = Int(value)
+        }
+        let unseen = (connections - 1) * 64
+        try await queue.setLimits(.init(maxRunning: unseen + 64 + 10), forKind: "echo")
+        try await Self.insert(client, queue.name, (0..<50).map { ("r\($0)", nil) }, kind: "echo")
+        try await client.withConnection { claimer in
+          // A claim near the limit holds the lock alone and has set 50 rows running, uncommitted.
+          try await claimer.query("BEGIN", logger: TestDatabase.logger)
+          try await claimer.query(
+            "SELECT pg_advisory_xact_lock(hashtextextended('jobkit_remote_limits/' || \(queue.name), 0))",
+            logger: TestDatabase.logger)
+          try await claimer.query(
+            "UPDATE jobkit_remote_tasks SET state = 'running', owner = 'o' WHERE queue = \(queue.name)",
+            logger: TestDatabase.logger)
+          // The next claim counts no running row before the lock, so it asks for it shared, and
+          // waits; once the first commits, it counts the 50 and keeps the room of the unseen.
+          try await withThrowingTaskGroup(of: [Room].self) { group in
+            group.addTask { try await client.withConnection { try await Self.room($0, queue.name, batch: 16) } }
+            do {
+              try await TestDatabase.eventually("the second claim waits for the lock") {
+                var waiting: Int64 = 0
+                for try await count in try await client.query(
+                  """
+                  SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND mode = 'ShareLock'
+                    AND ((classid::bigint << 32) | objid::bigint)
+                      = hashtextextended('jobkit_remote_limits/' || \(queue.name), 0)
+                  """
+                ).decode(Int64.self) {
+                  waiting = count
+                }
+                return waiting == 1
+              }
+            } catch {
+              try await claimer.query("ROLLBACK", logger: TestDatabase.logger)
+              throw error
+            }
+            try await claimer.query("COMMIT", logger: TestDatabase.logger)
+            let second = try await group.next()
+            #expect(second == [Room(kind: "echo", kindRoom: 64 + 10 - 50)])
+          }
+        }
+      }
+    }
+
+    /// A row of `jobkit_remote_limit_room`.
+    struct Room: Equatable, Sendable {
+      var kind: String
+      var concurrencyKey: String? = nil
+      var kindRoom: Int? = nil
+      var perKey: Int? = nil
+      var keyRoom: Int? = nil
+    }
+
+    /// The rows of `jobkit_remote_limit_room` for a claim of `batch` rows, on `connection`.
+    static func room(_ connection: PostgresConnection, _ queue: String, batch: Int32) async throws -> [Room] {
+      var rooms: [Room] = []
+      for try await row in try await connection.query(
+        "SELECT * FROM jobkit_remote_limit_room(\(queue), \(batch)::integer) ORDER BY kind, concurrency_key",
+        logger: TestDatabase.logger
+      ).decode((String, String?, Int32?, Int32?, Int32?).self) {
+        rooms.append(
+          Room(
+            kind: row.0, concurrencyKey: row.1, kindRoom: row.2.map(Int.init), perKey: row.3.map(Int.init),
+            keyRoom: row.4.map(Int.init)))
+      }
+      return rooms
+    }
+
+    /// The rows of `jobkit_remote_limit_room` for a claim of 16 rows (`holder`), and, while its
+    /// transaction holds the lock, for a claim of `batch` rows (`other`, `nil`: it had to wait).
+    static func rooms(
+      _ client: PostgresClient, _ queue: String, batch: Int32
+    ) async throws -> (holder: [Room], other: [Room]?) {
+      try await client.withTransaction(logger: TestDatabase.logger) { connection in
+        let holder = try await room(connection, queue, batch: 16)
+        let other = try await roomWithoutWaiting(client, queue, batch: batch)
+        return (holder, other)
+      }
+    }
+
+    /// The rows of `jobkit_remote_limit_room` in a transaction of its own, or `nil` when its
+    /// lock is held by another transaction (it gives up after 200 ms instead of waiting).
+    static func roomWithoutWaiting(_ client: PostgresClient, _ queue: String, batch: Int32) async throws -> [Room]? {
+      do {
+        return try await client.withTransaction(logger: TestDatabase.logger) { connection in
+          try await connection.query("SET LOCAL lock_timeout = '200ms'", logger: TestDatabase.logger)
+          return try await room(connection, queue, batch: batch)
+        }
+      } catch let error as PostgresTransactionError {
+        if let cause = error.closureError as? PSQLError, cause.serverInfo?[.sqlState] == "55P03" { return nil }
+        throw error
+      }
+    }
+
     /// Reads the running rows of `queue` by concurrency key every 10 ms until `total` rows
     /// completed; returns the largest `measure` of a sample.
     static func sample(
