@@ -1,5 +1,6 @@
 import Foundation
 import JobKit
+import JobKitTesting
 import Testing
 
 /// An event type for the stress test; the tag makes `StressEvent<A>` and `StressEvent<B>` two

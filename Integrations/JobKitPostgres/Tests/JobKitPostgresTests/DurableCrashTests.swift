@@ -1,6 +1,7 @@
 import Foundation
 import JobKit
 import JobKitPostgres
+import JobKitTesting
 import PostgresNIO
 import RemoteTestSupport
 import Testing
@@ -44,23 +45,6 @@ extension DatabaseTests {
         "durable crash test: \(runs) runs, faults \(byKind.sorted { $0.key < $1.key }), violations \(violations), "
           + "recovery after kill -9 \(CrashRun.percentiles(recoveries))")
     }
-  }
-}
-
-/// A deterministic generator (SplitMix64): a seed gives the same fault schedule.
-struct SeededGenerator: RandomNumberGenerator {
-  var state: UInt64
-
-  init(seed: UInt64) {
-    state = seed
-  }
-
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
   }
 }
 

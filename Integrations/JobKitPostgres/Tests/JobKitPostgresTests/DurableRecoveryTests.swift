@@ -20,11 +20,7 @@ extension DatabaseTests {
         // The leaves run in this process, on a queue of their own; the tree's jobs in worker
         // processes.
         let leafQueue = try await TestDatabase.makeQueue(client)
-        let leaves = RemoteWorker(
-          queue: leafQueue, id: "leaves", configuration: TestDatabase.workerConfiguration(), logger: TestDatabase.logger
-        )
-        TestSupport.registerEcho(on: leaves, client: client)
-        let leavesRun = Task { try await leaves.run() }
+        let leavesRun = Self.runLeaves(of: leafQueue, client: client)
         defer { leavesRun.cancel() }
         let extra = ["--kinds", "tree", "--leaf-queue", leafQueue.name]
         let first = try await WorkerProcesses.start(1, queue: queue.name, prefix: "first", extra: extra)
@@ -87,11 +83,7 @@ extension DatabaseTests.DurableRecoveryTests {
       for round in 0..<kills {
         let queue = try await TestDatabase.makeQueue(client)
         let leafQueue = try await TestDatabase.makeQueue(client)
-        let leaves = RemoteWorker(
-          queue: leafQueue, id: "leaves", configuration: TestDatabase.workerConfiguration(), logger: TestDatabase.logger
-        )
-        TestSupport.registerEcho(on: leaves, client: client)
-        let leavesRun = Task { try await leaves.run() }
+        let leavesRun = Self.runLeaves(of: leafQueue, client: client)
         defer { leavesRun.cancel() }
         let extra = ["--kinds", "tree", "--leaf-queue", leafQueue.name, "--lease", "5", "--heartbeat", "1"]
         let workers = try await WorkerProcesses.start(2, queue: queue.name, prefix: "r\(round)-", extra: extra)
@@ -122,6 +114,16 @@ extension DatabaseTests.DurableRecoveryTests {
     let p99 = sorted[min(sorted.count - 1, Int((Double(sorted.count) * 0.99).rounded(.up)) - 1)]
     print("durable recovery with a 5 s lease over \(kills) kills: p50 \(p50), p99 \(p99), max \(sorted.last!)")
     #expect(p99 <= .seconds(10))
+  }
+
+  /// Runs the echo leaves of `leafQueue` in this process (a worker that does not run the queue's
+  /// routing) until the returned task is cancelled.
+  static func runLeaves(of leafQueue: RemoteQueue, client: PostgresClient) -> Task<Void, any Error> {
+    let leaves = RemoteWorker(
+      queue: leafQueue, id: "leaves", configuration: TestDatabase.workerConfiguration(), logger: TestDatabase.logger
+    )
+    TestSupport.registerEcho(on: leaves, client: client)
+    return Task { try await leaves.run() }
   }
 
   static func owner(_ client: PostgresClient, queue: String) async throws -> String? {
@@ -168,11 +170,7 @@ extension DatabaseTests.DurableRecoveryTests {
     try await TestDatabase.withClient { client in
       let queue = try await TestDatabase.makeQueue(client, maxAttempts: 3)
       let leafQueue = try await TestDatabase.makeQueue(client)
-      let leaves = RemoteWorker(
-        queue: leafQueue, id: "leaves", configuration: TestDatabase.workerConfiguration(), logger: TestDatabase.logger
-      )
-      TestSupport.registerEcho(on: leaves, client: client)
-      let leavesRun = Task { try await leaves.run() }
+      let leavesRun = Self.runLeaves(of: leafQueue, client: client)
       defer { leavesRun.cancel() }
       let extra = ["--kinds", "limited", "--leaf-queue", leafQueue.name]
       let first = try await WorkerProcesses.start(1, queue: queue.name, prefix: "first", extra: extra)

@@ -1,5 +1,6 @@
 import Foundation
 import JobKit
+import JobKitTesting
 import Testing
 
 // The build graph of the DocC article "A Build Graph Discovered While It Runs" (ABuildGraph.md):

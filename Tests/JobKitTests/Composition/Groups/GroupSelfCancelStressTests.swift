@@ -1,4 +1,5 @@
 import Foundation
+import JobKitTesting
 import Testing
 
 @testable import JobKit
@@ -58,7 +59,7 @@ private struct StressTree {
   let started: Locked<Set<Int>>
 
   init(seed: UInt64) {
-    var random = PipelineSeededGenerator(seed: seed)
+    var random = SeededGenerator(seed: seed)
     let started = Locked<Set<Int>>([])
     var builder = Builder(started: started)
     let shape = builder.shape(depth: 0, random: &random)
@@ -114,7 +115,7 @@ private struct Builder {
     self.started = started
   }
 
-  mutating func shape(depth: Int, random: inout PipelineSeededGenerator) -> Shape {
+  mutating func shape(depth: Int, random: inout SeededGenerator) -> Shape {
     let count = Int.random(in: 1...3, using: &random)
     let children = (0..<count).map { _ -> Shape in
       if depth < 2, Double.random(in: 0..<1, using: &random) < 0.4 {
@@ -129,7 +130,7 @@ private struct Builder {
   /// Makes the operations of `shape`; `canceller` is the path to the cancelling leaf below it,
   /// `nil` if it is not below. Adds the groups on the path to `path`.
   mutating func make(
-    _ shape: Shape, canceller: [Int]?, path: inout Set<Int>, random: inout PipelineSeededGenerator
+    _ shape: Shape, canceller: [Int]?, path: inout Set<Int>, random: inout SeededGenerator
   ) -> Operation {
     let onPath = canceller != nil
     switch shape {

@@ -403,7 +403,7 @@ struct PipelineTests {
   /// or (only if it was cancelled) no handler at all. Pipelines that are not cancelled always
   /// end the way their failing step says.
   @Test func racingCancelsLeaveEachPipelineEndingExactlyOneWay() async throws {
-    var generator = PipelineSeededGenerator(seed: 4)
+    var generator = SeededGenerator(seed: 4)
     let plans = (0..<400).map { _ in
       // failAt: the step (0, 1 or 2) that throws, or 3 for none. cancel: 0 none, 1 right after
       // `finally`, 2 from another thread at some point, 3 from inside the second step.

@@ -1,3 +1,4 @@
+import JobKitTesting
 import Testing
 
 @testable import JobKit

@@ -1,4 +1,5 @@
 import Foundation
+import JobKitTesting
 import Testing
 
 @testable import JobKit
