@@ -61,7 +61,10 @@ public final class CommandDispatch: GroupJob, @unchecked Sendable {
   init(chooser: CommandChooser, concurrent: Bool, queue: OperationQueue, sharing privateQueue: OwnQueueFlag?) {
     self.chooser = chooser
     self.isConcurrent = concurrent
-    super.init(sequential: !concurrent, tasks: [], taskQueue: queue, sharing: privateQueue)
+    super.init(sequential: !concurrent, tasks: [], taskQueue: queue)
+    if let privateQueue {
+      shareOwnQueueFlag(privateQueue)
+    }
     while let command = chooser.next() {
       add(command)
       if !concurrent { break }

@@ -33,7 +33,7 @@ open class GroupJob: JobController, @unchecked Sendable {
   @usableFromInline
   init(
     sequential: Bool, tasks: [Operation], taskQueue: OperationQueue?, taking nextTask: (() -> Operation?)? = nil,
-    maxRunning: Int = 1, propagatesTaskCancellation: Bool = false, sharing ownQueueFlag: OwnQueueFlag? = nil
+    maxRunning: Int = 1, propagatesTaskCancellation: Bool = false
   ) {
     let source = nextTask.map { TaskSource($0, maxRunning: maxRunning) }
     let mode = sequential ? GroupState.Mode.sequential : .concurrent
@@ -43,7 +43,7 @@ open class GroupJob: JobController, @unchecked Sendable {
     isSequential = sequential
     self.source = source
     if let taskQueue {
-      super.init(taskQueue: taskQueue, sharing: ownQueueFlag)
+      super.init(taskQueue: taskQueue)
     } else {
       super.init()
     }

@@ -52,9 +52,9 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   @usableFromInline let queueOfTasks: OperationQueue
 
   /// Whether ``taskQueue`` is still the job's own, seen by nobody: `nil` for a queue the job was
-  /// given (or ``defaultTaskQueue``), unless its maker shares its own flag
-  /// (`init(taskQueue:sharing:)`).
-  let ownQueueFlag: OwnQueueFlag?
+  /// given (or ``defaultTaskQueue``), unless its maker shares its own flag (`shareOwnQueueFlag`).
+  /// Written only while the job is made (its `init`, a subclass's), before it is shared.
+  private(set) var ownQueueFlag: OwnQueueFlag?
 
   /// The job's ``JobScope``: written while the job is made, or by the job that tracks it before
   /// queueing it (`handDownScope`), never after it started.
@@ -91,15 +91,14 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
     moveStateIntoJob()
   }
 
-  /// A job whose ``taskQueue`` is a queue its maker made for itself and has not handed out while
-  /// `ownQueueFlag` says so (`nil`: as ``init(taskQueue:)``): the job then starts its
+  /// Makes ``taskQueue`` (given to ``init(taskQueue:)``) a queue the job's maker made for itself
+  /// and has not handed out while `ownQueueFlag` says so: the job then starts its
   /// `ConcurrentOperation`s itself, as on a queue of its own, and exposes the shared flag when it
-  /// hands the queue out.
-  init(taskQueue: OperationQueue, sharing ownQueueFlag: OwnQueueFlag?) {
-    self.queueOfTasks = taskQueue
+  /// hands the queue out. Only from a subclass's `init`, before the job queues anything or is
+  /// shared. (A setter, not an init argument: a designated init clients cannot see would take
+  /// initializer inheritance away from their subclasses.)
+  func shareOwnQueueFlag(_ ownQueueFlag: OwnQueueFlag) {
     self.ownQueueFlag = ownQueueFlag
-    super.init()
-    moveStateIntoJob()
   }
 
   deinit {

@@ -11,11 +11,11 @@ import Foundation
 /// `queuePriority` only orders operations that wait for a slot): the job may start its
 /// `ConcurrentOperation`s itself (`JobController.startDirectly`). Once exposed, it stays exposed.
 /// A queue made by the owner of several jobs has one flag, which those jobs share
-/// (`JobController.init(taskQueue:sharing:)`): a read of any of their `taskQueue`s, or an operation
+/// (`JobController.shareOwnQueueFlag`): a read of any of their `taskQueue`s, or an operation
 /// any of them adds to the queue, exposes it for all, as does the owner handing its queue out.
 /// Not `Sendable` (a `ManagedBuffer`), though its one word is only read and written atomically:
 /// threads reach it through its job (or that owner), which never replaces it once shared.
-@usableFromInline final class OwnQueueFlag: ManagedBuffer<Void, Int> {
+final class OwnQueueFlag: ManagedBuffer<Void, Int> {
   static func make() -> OwnQueueFlag {
     let buffer = create(minimumCapacity: 1) { _ in }
     buffer.withUnsafeMutablePointerToElements { $0.initialize(to: 0) }
