@@ -253,11 +253,10 @@ extension JobController {
     }
     let node: TaskNode
     if let completion {
-      node = TaskNodeWithCompletion(job: self, task: task, completion: completion)
+      node = TaskNodeWithCompletion(job: self, task: task, retry: attempt, completion: completion)
     } else {
-      node = TaskNode(job: self, task: task)
+      node = TaskNode(job: self, task: task, retry: attempt)
     }
-    node.attempt(attempt)
     if let node = track(task, node: node, queue: queueOfTasks, replacing: previous), let timeout = options.timeout {
       armTimeout(timeout, for: node)
     }

@@ -39,9 +39,8 @@ class TaskNode: OperationFinishObserver, OperationStartObserver, @unchecked Send
   /// list holds the nodes through `next`. Exclusivity unchecked: only touched under the lock.
   @exclusivity(unchecked) private(set) var next: TaskNode?
   @exclusivity(unchecked) unowned(unsafe) private(set) var previous: TaskNode?
-  /// Set for a task tracked with a retry policy (before publication, by `trackAttempt`); exclusivity
-  /// unchecked: never written after publication.
-  @exclusivity(unchecked) private(set) var retry: RetryAttempt?
+  /// Set for a task tracked with a retry policy (by `trackAttempt`, when it makes the node).
+  let retry: RetryAttempt?
   /// Set while events are listened to (before publication, in the job's `track` transition, or
   /// as it leaves the admission line): the task's start and finish are timed. `nil` for a task
   /// nobody observes, so events cost nothing when unused. Exclusivity unchecked: written once,
@@ -56,8 +55,9 @@ class TaskNode: OperationFinishObserver, OperationStartObserver, @unchecked Send
 
   /// A node for `task`, made with no lock held; the job's `track` transition gives it its
   /// type entry (`group` is for nodes that never go through it: the state machines' tests).
-  init(job: __shared JobController, task: Operation, group: TaskTypeEntry? = nil) {
+  init(job: __shared JobController, task: Operation, group: TaskTypeEntry? = nil, retry: RetryAttempt? = nil) {
     self.job = job
+    self.retry = retry
     self.task = task
     self.operation = task
     self.typeEntry = group
@@ -108,9 +108,14 @@ final class TaskNodeWithCompletion<Task: Operation>: TaskNode, @unchecked Sendab
   unowned(unsafe) let typedTask: Task
 
   @usableFromInline
-  init(job: __shared JobController, task: Task, completion: @escaping @Sendable (Task) -> Void) {
+  init(
+    job: __shared JobController,
+    task: Task,
+    retry: RetryAttempt? = nil,
+    completion: @escaping @Sendable (Task) -> Void
+  ) {
     (self.completion, self.typedTask) = (completion, task)
-    super.init(job: job, task: task)
+    super.init(job: job, task: task, retry: retry)
   }
 
   override func deliverCompletion(_ task: Operation) -> Bool {
@@ -134,9 +139,6 @@ extension TaskNode {
 
   /// The task's start and finish are timed from now on (events are listened to).
   func time(with timing: TaskTiming) { self.timing = timing }
-
-  /// The task is an attempt of a task tracked with a retry policy (before publication).
-  func attempt(_ attempt: RetryAttempt?) { retry = attempt }
 
   /// The task, tracked before its job started, holds the job alive (`JobKeeper`), or no longer.
   func holdJob(_ holds: Bool) { holdsJob = holds }

@@ -24,6 +24,12 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
   /// unchecked: that mutex already excludes other accesses. Unused by a job, whose operation
   /// state is part of its `JobState`.
   @exclusivity(unchecked) private var lockedState = OperationState()
+  /// The operation is a job: its state is part of its `JobState`, not `lockedState`. Its own
+  /// field, not one of `lockedState`'s: it is read with no lock, and reading a field of a value
+  /// another thread writes under the lock is a race (a debug build copies the whole value).
+  /// Written by a job's inits before the job is shared, never after. Exclusivity unchecked: no
+  /// write after it is shared.
+  @exclusivity(unchecked) private var stateIsInJob = false
 
   /// The operation's state, reached with `state.withLock { … }`.
   var state: OperationStateAccess { OperationStateAccess(operation: Unmanaged.passUnretained(self)) }
@@ -31,15 +37,14 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
   /// Runs `body` on the state under the lock that guards it (see ``state``): the operation's
   /// mutex in `SharedLocks`, or a job's own lock (`JobController.withOperationState`).
   final func withStateLocked<Result>(_ body: (inout OperationState) -> Result) -> Result {
-    // `isInJob` is written before the operation is shared, never after: read with no lock. A
-    // job's own state is reached a few times per job, never per task: the cast is paid there.
-    if lockedState.isInJob { return (self as! JobController).withOperationState(body) }
+    // A job's own state is reached a few times per job, never per task: the cast is paid there.
+    if stateIsInJob { return (self as! JobController).withOperationState(body) }
     return SharedLocks.withLock(for: self) { body(&lockedState) }
   }
 
   /// Called by a job's inits, before the job is shared: its state is part of its `JobState`.
   final func moveStateIntoJob() {
-    lockedState.moveIntoJob()
+    stateIsInJob = true
   }
   /// The job that starts this operation itself, in no queue (`JobController.enqueue`), from its
   /// hand-off to a worker thread until that worker takes it: written before the hand-off, read and

@@ -105,14 +105,6 @@ struct OperationState {
   private(set) var qualityOfService = QualityOfService.default
   /// `addDependency(_:)` was called (a dependency removed since still counts).
   private(set) var hadDependency = false
-  /// The operation is a job: this value only says so, its state is part of its `JobState`.
-  private(set) var isInJob = false
-
-  /// A job was made: its state lives in its `JobState` from now on (before it is shared).
-  mutating func moveIntoJob() {
-    isInJob = true
-  }
-
   var isExecuting: Bool {
     switch phase {
     case .starting, .running, .deferred: return true
