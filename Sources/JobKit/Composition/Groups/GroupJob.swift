@@ -198,7 +198,7 @@ open class GroupJob: JobController, @unchecked Sendable {
     }
   }
 
-  /// The per-task completion of every added task, delivered by the job's router.
+  /// The per-task completion of every added task, called by the job's router.
   func groupTaskFinished(_ task: Operation) {
     _ = routeTask(task, fromSource: false)
   }
@@ -214,7 +214,7 @@ open class GroupJob: JobController, @unchecked Sendable {
   /// Carries out a routed task's transition. Returns the slot reserved for the next pull, if
   /// one was.
   private func routeTask(_ task: Operation, fromSource: Bool) -> GroupState.ReservedPull? {
-    // Read here, outside every lock. The job delivers no per-task callback once it stopped, so
+    // Read here, outside every lock. The job calls no per-task callback once it stopped, so
     // the group did not cancel this task.
     let (error, cancelledItself) = outcome(of: task)
     // A concurrent group's added task that did not cancel itself changes nothing.

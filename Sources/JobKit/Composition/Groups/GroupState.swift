@@ -75,7 +75,7 @@ struct GroupState {
 
   /// A started task was routed (in the job's per-task callback, so the job runs), with its
   /// error if it failed; `cancelledItself` if it finished cancelled without an error (the
-  /// group's callbacks are not delivered once its job stops, so the group did not cancel it);
+  /// group's callbacks are not called once its job stops, so the group did not cancel it);
   /// `fromSource` if it was pulled from the source (its slot is free again, and reserved for
   /// the next pull if one may go).
   mutating func taskRouted(

@@ -2,7 +2,7 @@
 extension Pipeline: PipelineCheckpoint {
   /// Reads the cancel recorded by ``ConcurrentOperation`` (which `cancel()` records before it
   /// returns): a `cancel()` that returned before a step's checkpoint keeps that step from
-  /// running, even while its delivery to ``operationCancelled()`` waits for
+  /// running, even while its call of ``operationCancelled()`` waits for
   /// ``operationStart()`` to return. Returns whether the pipeline is suspended
   /// (``ConcurrentOperation/suspend()``): the next step then waits (`waitUntilResumed()`); the
   /// running step went on. Both are read under one lock.

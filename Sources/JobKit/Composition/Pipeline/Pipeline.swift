@@ -289,7 +289,7 @@ public final class Pipeline<Output: Sendable>: ConcurrentOperation, @unchecked S
       cancel()
     }
     // Read after the steps ended: a cancel() recorded before then counts, even one whose
-    // delivery to `operationCancelled()` still waits for `operationStart()` to return.
+    // call of `operationCancelled()` still waits for `operationStart()` to return.
     let cancelled = isCancelRecorded
     let (end, dropped) = withState { $0.stepsEnded(outcome, cancelled: cancelled) }
     _ = dropped  // released after the lock: the handler the outcome does not call

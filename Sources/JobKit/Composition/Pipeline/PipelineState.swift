@@ -42,7 +42,7 @@ struct PipelineState<Output: Sendable> {
     /// counts as started for `then`, `onError` and `finally`.
     case notStarted(Plan, submitted: Bool)
     /// Started: its Swift task runs the steps. `runner` is `nil` until the task was created;
-    /// `cancelled` once the cancel was delivered (``ConcurrentOperation`` delivers it once, after
+    /// `cancelled` once `operationCancelled()` was called (``ConcurrentOperation`` calls it once, after
     /// `operationStart()` returned, so the runner exists by then) and the runner cancelled.
     case running(runner: Task<Void, Never>?, cancelled: Bool)
     /// Done: `result` is the last step's result if every step succeeded, `nil` after a failure or
@@ -162,13 +162,13 @@ struct PipelineState<Output: Sendable> {
   }
 
   /// The Swift task running the steps was created (in `operationStart()`, so before any cancel
-  /// is delivered). Ignored if the steps already ended.
+  /// reaches `operationCancelled()`). Ignored if the steps already ended.
   mutating func runnerCreated(_ runner: Task<Void, Never>) {
     guard case .running(runner: nil, let cancelled) = phase else { return }
     phase = .running(runner: runner, cancelled: cancelled)
   }
 
-  /// The cancel was delivered (`operationCancelled()`). Returns the task to cancel, if the steps
+  /// `operationCancelled()` was called. Returns the task to cancel, if the steps
   /// still run.
   mutating func cancel() -> Task<Void, Never>? {
     guard case .running(let runner, cancelled: false) = phase else { return nil }
@@ -186,7 +186,7 @@ struct PipelineState<Output: Sendable> {
   }
 
   /// The steps returned or threw; `cancelled`: whether the operation had recorded a cancel,
-  /// read after they did. Decides the outcome once: a cancel that came first (read there, or delivered before
+  /// read after they did. Decides the outcome once: a cancel that came first (read there, or called before
   /// this) wins, and a later cancel changes nothing. Takes both handlers out: the action carries
   /// the one to call, and both are returned as dropped, to release after the lock.
   mutating func stepsEnded(_ outcome: Result<Output, any Error>, cancelled: Bool) -> (EndAction, Dropped) {

@@ -70,11 +70,11 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
   /// have none, its ``ConcurrentOperation/error`` or else `CancellationError`. For routing
   /// (`WorkNode`), after the finish, with no lock held; reads the state once. Inlinable: made
   /// into a closure by the caller's specialization of `trackAndQueue(resultOf:completion:)` (a
-  /// `WorkNode`'s `deliver`), it builds the `Result` where `Output` is known, without asking the
+  /// `WorkNode`'s `handOutcome`), it builds the `Result` where `Output` is known, without asking the
   /// runtime for the metadata of `Result<Output, any Error>` as JobKit's unspecialized generic
   /// code must.
   @inlinable
-  static func deliver(_ work: Work<Output>, to completion: (Result<Output, any Error>) -> Void) {
+  static func handOutcome(of work: Work<Output>, to completion: (Result<Output, any Error>) -> Void) {
     let (isComplete, failure, value) = work.outcomeParts
     if !isComplete {
       completion(.failure(work.error ?? CancellationError()))
@@ -274,31 +274,31 @@ private struct WorkState {
 /// `TaskNodeWithCompletion` is.
 @usableFromInline
 final class WorkNode<Output: Sendable>: TaskNode, @unchecked Sendable {
-  // @unchecked Sendable: as for `TaskNode`; `completion` and `deliver` are immutable and
+  // @unchecked Sendable: as for `TaskNode`; `completion` and `handOutcome` are immutable and
   // `@Sendable`.
   @usableFromInline
-  typealias Delivery = @Sendable (Work<Output>, (Result<Output, any Error>) -> Void) -> Void
+  typealias OutcomeHandoff = @Sendable (Work<Output>, (Result<Output, any Error>) -> Void) -> Void
 
   let completion: @Sendable (Result<Output, any Error>) -> Void
-  /// `Work.deliver`, made by the caller's specialization: a closure with no context once `Output`
+  /// `Work.handOutcome(of:to:)`, made by the caller's specialization: a closure with no context once `Output`
   /// is known there (a caller generic over `Output` makes it with one, which holds the metadata).
-  let deliver: Delivery
+  let handOutcome: OutcomeHandoff
   /// The task, typed, as `operation` holds it: the routed task is always this one.
   unowned(unsafe) let work: Work<Output>
 
   @usableFromInline
   init(
     job: __shared JobController, work: Work<Output>,
-    completion: @escaping @Sendable (Result<Output, any Error>) -> Void, deliver: @escaping Delivery
+    completion: @escaping @Sendable (Result<Output, any Error>) -> Void, handOutcome: @escaping OutcomeHandoff
   ) {
     self.completion = completion
-    self.deliver = deliver
+    self.handOutcome = handOutcome
     self.work = work
     super.init(job: job, task: work)
   }
 
-  override func deliverCompletion(_ task: Operation) -> Bool {
-    deliver(work, completion)
+  override func callCompletion(_ task: Operation) -> Bool {
+    handOutcome(work, completion)
     return true
   }
 }
@@ -321,7 +321,7 @@ extension JobController {
     resultOf work: Work<Output>,
     completion: @escaping @Sendable (Result<Output, any Error>) -> Void
   ) {
-    let node = WorkNode(job: self, work: work, completion: completion) { Work.deliver($0, to: $1) }
+    let node = WorkNode(job: self, work: work, completion: completion) { Work.handOutcome(of: $0, to: $1) }
     track(work, node: node, queue: queueOfTasks)
   }
 
@@ -334,7 +334,7 @@ extension JobController {
     resultOf work: Work<Output>,
     completion: @escaping @Sendable (Result<Output, any Error>) -> Void
   ) -> Bool {
-    let node = WorkNode(job: self, work: work, completion: completion) { Work.deliver($0, to: $1) }
+    let node = WorkNode(job: self, work: work, completion: completion) { Work.handOutcome(of: $0, to: $1) }
     return track(work, node: node, queue: queueOfTasks, bounded: true) != nil
   }
 
@@ -356,7 +356,7 @@ extension JobController {
     completion: @escaping @Sendable (Result<Output, any Error>) -> Void
   ) {
     trackAndQueue(work, after: dependencies) { (finished: Work<Output>) in
-      Work.deliver(finished, to: completion)
+      Work.handOutcome(of: finished, to: completion)
     }
   }
 }

@@ -12,7 +12,7 @@ import Foundation
 extension JobController {
   /// The door to the job's state: applies `transition` under the job's lock and takes, with the
   /// same lock, what the state left to do after it (``JobState/AfterLock``); then, with no lock
-  /// held, performs the admission effects and drains if this thread must. So whether a change
+  /// held, performs the after-lock effects and drains if this thread must. So whether a change
   /// is followed by a drain depends on the state (work in the outbox, nobody draining), never
   /// on the caller. Called on the drainer's own thread (from a callback, or a batch's work), it
   /// drains nested, events and progress only (``Outbox/Role/nested``), never a second loop.
@@ -27,7 +27,7 @@ extension JobController {
   }
 
   /// The door, for a caller with actions of its own to perform between the lock and the drain
-  /// (`track` queues the task, a stop cancels its tasks): performs the admission effects and
+  /// (`track` queues the task, a stop cancels its tasks): performs the after-lock effects and
   /// returns the claim (``JobState/DrainClaim``), with which the caller then drains
   /// (``drain(_:on:inTrack:first:)``). After ``JobState/DrainClaim/afterActions`` the role is
   /// `.none`: the actions claim once carried out.
@@ -38,7 +38,7 @@ extension JobController {
     let (result, after) = jobState.withLock { state in
       (transition(&state), state.afterTransition(claim, on: thread))
     }
-    performAdmissionEffects(after.effects)
+    performAfterLockEffects(after.effects)
     return (result, after.role)
   }
 
@@ -54,7 +54,7 @@ extension JobController {
       let after = state.afterTransition(.now, on: thread)
       return (result, after, after.role == .drainer ? state.nextDrain(on: thread) : nil)
     }
-    performAdmissionEffects(after.effects)
+    performAfterLockEffects(after.effects)
     return (result, after.role, first)
   }
 
@@ -78,12 +78,12 @@ extension JobController {
 
   /// Carries out what admissions left to do after the lock: schedules refill timers (one per
   /// group at a time) and resumes the producers waiting for room.
-  func performAdmissionEffects(_ effects: AdmissionEffects?) {
+  func performAfterLockEffects(_ effects: AfterLockEffects?) {
     guard let effects else { return }
-    performNonEmptyAdmissionEffects(effects)
+    performNonEmptyAfterLockEffects(effects)
   }
 
-  private func performNonEmptyAdmissionEffects(_ effects: AdmissionEffects) {
+  private func performNonEmptyAfterLockEffects(_ effects: AfterLockEffects) {
     for effect in effects.effects {
       switch effect {
       case .refill(let group):
@@ -120,7 +120,7 @@ extension JobController {
   }
 
   private enum Performed {
-    /// `routed`: the task whose per-task callback was delivered (or skipped), to be forgotten.
+    /// `routed`: the task whose per-task callback was called (or skipped), to be forgotten.
     case drained(routed: TaskNode?)
     /// The job finished: the drainer was released with that batch.
     case finished
@@ -143,7 +143,7 @@ extension JobController {
     if let delivery = batch.events {
       deliver(delivery)
     }
-    performAdmissionEffects(batch.deliveries?.effects)
+    performAfterLockEffects(batch.deliveries?.effects)
     if let (progress, total, completed) = batch.progress {
       // No lock is held while `Progress` changes (on Apple platforms its KVO observers run now).
       progress.totalUnitCount = total
@@ -155,7 +155,7 @@ extension JobController {
     case .route(let node, let decision):
       return .drained(routed: routeOne(node, decision) ? node : nil)
     case .step(.group(let outcome)):
-      deliver(outcome)
+      runGroupCallback(outcome)
       return .drained(routed: nil)
     case .step(.allTasksFinished):
       allTasksFinished()
@@ -311,7 +311,7 @@ extension JobController {
     withJobState { $0.taskStarted(node, name: name, at: now) }
   }
 
-  /// Delivers (or skips) `node`'s per-task callback; `decided`: the decision taken with the
+  /// Calls (or skips) `node`'s per-task callback; `decided`: the decision taken with the
   /// node, if any. Returns whether the caller must forget the node (its next `nextDrain` does,
   /// and runs its group's callback if due).
   private func routeOne(_ node: TaskNode, _ decided: JobState.RoutingDecision?) -> Bool {
@@ -319,8 +319,8 @@ extension JobController {
     guard let task = node.task else { return false }
     let decision = decided ?? decide(node, task)
     switch decision {
-    case .deliver:
-      if !node.deliverCompletion(task) {
+    case .call:
+      if !node.callCompletion(task) {
         taskFinished(task)
       }
     case .skip:
@@ -354,7 +354,7 @@ extension JobController {
     return TaskFailure(task: task, error: error)
   }
 
-  private func deliver(_ outcome: JobState.GroupOutcome) {
+  private func runGroupCallback(_ outcome: JobState.GroupOutcome) {
     switch outcome {
     case .none:
       break

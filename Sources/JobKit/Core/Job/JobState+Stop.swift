@@ -75,8 +75,8 @@ extension JobState {
         // The failed attempt is the task's last one: route it now (silently).
         if let timer { actions.timers.append(timer.timer) }
         outbox.route(node)
-        if keeper.holdsTasks {
-          admissionEffects.release(keeper.letGo(of: node))
+        if keeper.isKeptByTasks {
+          afterLockEffects.release(keeper.letGo(of: node))
         }
       case .none:
         break

@@ -6,7 +6,7 @@ import Foundation
 /// The job's own ``OperationState`` holds the flag users see; the job follows it (a
 /// ``StampedFlag``: each change reaches the job with its generation, `setSuspended(_:generation:)`,
 /// so a stale change arriving late is dropped). The
-/// children are told by one thread at a time (`isDelivering`), which loops until they were told
+/// children are told by one thread at a time (`isTellingChildren`), which loops until they were told
 /// the latest state, so racing suspends and resumes leave them as the job is.
 struct JobSuspension {
   /// Follows the job's operation's own flag.
@@ -17,13 +17,13 @@ struct JobSuspension {
   fileprivate(set) var waiting: [TaskNode] = []
   /// What the children were last told (`true`: suspend).
   fileprivate(set) var childrenSuspended = false
-  /// A thread is telling the children (see `nextChildDelivery()`).
-  fileprivate(set) var isDelivering = false
+  /// A thread is telling the children (see `nextNoticeToChildren()`).
+  fileprivate(set) var isTellingChildren = false
 
   /// Whether a child tracked now may have to be suspended by its tracker: the job is
   /// suspended, or its children are or are being told. Otherwise a suspension that comes later
   /// tells it with the others (it is tracked by then).
-  var concernsNewChildren: Bool { isSuspended || childrenSuspended || isDelivering }
+  var concernsNewChildren: Bool { isSuspended || childrenSuspended || isTellingChildren }
 }
 
 /// Suspension: the job-queued tasks tracked while suspended wait like tasks waiting for a group
@@ -36,8 +36,8 @@ extension JobState {
   struct SuspensionActions {
     /// Tasks admitted by a resume: the caller queues them.
     var admitted: [Admission] = []
-    /// The caller tells the children: it calls `nextChildDelivery()` until it returns `nil`.
-    var deliversToChildren = false
+    /// The caller tells the children: it calls `nextNoticeToChildren()` until it returns `nil`.
+    var tellsChildren = false
     /// Held tasks that finished meanwhile, dropped from the list: released with the actions,
     /// after the lock (a node may hold a user's completion closure).
     var released: [TaskNode] = []
@@ -56,19 +56,19 @@ extension JobState {
     if !isSuspended {
       (actions.admitted, actions.released) = admitSuspended()
     }
-    if !suspension.isDelivering, suspension.childrenSuspended != isSuspended {
-      suspension.isDelivering = true
-      actions.deliversToChildren = true
+    if !suspension.isTellingChildren, suspension.childrenSuspended != isSuspended {
+      suspension.isTellingChildren = true
+      actions.tellsChildren = true
     }
     return actions
   }
 
   /// For the thread telling the children: what to tell them now (`suspend`, and the unfinished
   /// tracked `ConcurrentOperation`s, oldest first), or `nil` once they were told the latest state
-  /// (the thread is then no longer the deliverer).
-  mutating func nextChildDelivery() -> (suspend: Bool, children: [ConcurrentOperation])? {
+  /// (the thread then no longer tells them).
+  mutating func nextNoticeToChildren() -> (suspend: Bool, children: [ConcurrentOperation])? {
     guard suspension.childrenSuspended != suspension.isSuspended else {
-      suspension.isDelivering = false
+      suspension.isTellingChildren = false
       return nil
     }
     suspension.childrenSuspended = suspension.isSuspended
@@ -104,7 +104,7 @@ extension JobState {
     suspension.waiting = []
     for node in waiting {
       // A task no longer held back (it finished meanwhile) is not queued.
-      guard let queue = node.endHold() else {
+      guard let queue = node.endWaitForResume() else {
         released.append(node)
         continue
       }
@@ -116,8 +116,8 @@ extension JobState {
   }
 
   /// `node` (unfinished, observed, without a slot) waits for the resume, to go to `queue`.
-  mutating func hold(_ node: TaskNode, for queue: OperationQueue) {
-    if node.holdForResume(on: queue) {
+  mutating func waitForResume(_ node: TaskNode, for queue: OperationQueue) {
+    if node.waitForResume(on: queue) {
       suspension.waiting.append(node)
     }
   }

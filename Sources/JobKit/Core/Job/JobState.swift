@@ -33,7 +33,7 @@ struct JobState {
   var graceTimer: (any JobTimer)?
   /// `timeLimit`, and what admissions leave to do after the lock (`JobState+Limits.swift`).
   var timeLimit = TimeLimit()
-  var admissionEffects = AdmissionEffects()
+  var afterLockEffects = AfterLockEffects()
   /// Tasks held back while the job is suspended (`JobState+Suspension.swift`).
   var suspension = JobSuspension()
   /// Tasks waiting for their dependencies (`JobState+Dependencies.swift`); inactive until used.
@@ -113,7 +113,7 @@ struct JobState {
     registry.insert(node)
     if phase.isIdle, !waitsForAdmission {
       // Before the start, only a task the job hands out keeps it alive (see `JobKeeper`).
-      keeper.hold(for: node)
+      keeper.keep(for: node)
     }
     if dependencies.isActive || waitsForDependencies {
       indexForDependencies(node, task, activating: waitsForDependencies)
@@ -171,8 +171,8 @@ struct JobState {
   private mutating func forget(_ node: TaskNode) {
     guard node.state.isRegistered else { return }
     registry.remove(node)
-    if keeper.holdsTasks {
-      admissionEffects.release(keeper.letGo(of: node))
+    if keeper.isKeptByTasks {
+      afterLockEffects.release(keeper.letGo(of: node))
     }
     forgetForDependencies(node)
     if let task = node.task {
@@ -215,8 +215,8 @@ struct JobState {
     guard let release = node.finish(report: report) else { return nil }
     node.timing?.finishedAt = now
     outbox.route(node)
-    if keeper.holdsTasks {
-      admissionEffects.release(keeper.letGo(of: node))
+    if keeper.isKeptByTasks {
+      afterLockEffects.release(keeper.letGo(of: node))
     }
     guard release.slot || release.box != nil || release.leftLine else { return nil }
     let admitted = giveBack(release, of: node)
@@ -224,8 +224,8 @@ struct JobState {
   }
 
   enum RoutingDecision {
-    /// Deliver the per-task callback.
-    case deliver
+    /// Call the per-task callback.
+    case call
     /// Skip it (the job is stopping).
     case skip
     /// This failure fails the job (`.failFast`): cancel these tasks, skip the callback. Boxed: it
@@ -264,7 +264,7 @@ struct JobState {
         return .failFast(stop(.failed(failure.error)))
       }
     }
-    return phase.isStopping ? .skip : .deliver
+    return phase.isStopping ? .skip : .call
   }
 
   /// Emits `node`'s `taskFinished` event as it is routed, once: every task whose events are
@@ -291,7 +291,7 @@ struct JobState {
     case taskGroupFinished(Operation.Type)
   }
 
-  /// The router delivered `node`'s per-task callback: forget the task. Returns the group callback
+  /// The router called (or skipped) `node`'s per-task callback: forget the task. Returns the group callback
   /// due now, if `node` was its group's last unfinished task.
   mutating func routed(_ node: TaskNode) -> GroupOutcome {
     if let task = node.task {
@@ -374,7 +374,7 @@ struct JobState {
     phase.finish()
     let droppedGroups = registry.dropGroups()
     wakeProducersForFinish(droppedGroups)
-    admissionEffects.release(keeper.finish())
+    afterLockEffects.release(keeper.finish())
     emit(.finished(error: error ?? stop?.eventError))
     listeners.close()
     progressChanged(progress.finish())

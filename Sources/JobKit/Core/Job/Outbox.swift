@@ -185,30 +185,30 @@ extension JobState {
   }
 
   /// What the job's state left to do once a transition's lock is released, taken by the door
-  /// with that lock: the admission effects, and whether this thread drains, and how.
+  /// with that lock: the after-lock effects, and whether this thread drains, and how.
   struct AfterLock {
     var role: Outbox<TaskNode, PendingJobEvent>.Role
     /// Refills to schedule and producers to wake (usually `nil`).
-    var effects: AdmissionEffects?
+    var effects: AfterLockEffects?
   }
 
-  /// The admission effects left to do after the lock (usually none: `nil`), taken once.
-  mutating func takeAdmissionEffects() -> AdmissionEffects? {
-    guard !admissionEffects.isEmpty else { return nil }
-    return takeNonEmptyAdmissionEffects()
+  /// The after-lock effects left to do after the lock (usually none: `nil`), taken once.
+  mutating func takeAfterLockEffects() -> AfterLockEffects? {
+    guard !afterLockEffects.isEmpty else { return nil }
+    return takeNonEmptyAfterLockEffects()
   }
 
   /// Out of line: the door and the drain, which ask after every transition and batch, stay small.
   @inline(never)
-  private mutating func takeNonEmptyAdmissionEffects() -> AdmissionEffects {
-    exchange(&admissionEffects, with: AdmissionEffects())
+  private mutating func takeNonEmptyAfterLockEffects() -> AfterLockEffects {
+    exchange(&afterLockEffects, with: AfterLockEffects())
   }
 
   /// Takes, right after a transition on `thread`, what it left to do after the lock (see
   /// ``AfterLock``); the claim as `claim` says.
   @inline(__always)
   mutating func afterTransition(_ claim: DrainClaim, on thread: UInt) -> AfterLock {
-    let effects = takeAdmissionEffects()
+    let effects = takeAfterLockEffects()
     switch claim {
     case .now:
       return AfterLock(role: claimDrain(on: thread, inTrack: false), effects: effects)
@@ -220,7 +220,7 @@ extension JobState {
   }
 
   /// For the drainer on `thread`: the next batch, or `nil` when nothing is left (the outbox then
-  /// has no drainer). `routed`: the task whose per-task callback the drainer just delivered (or
+  /// has no drainer). `routed`: the task whose per-task callback the drainer just called (or
   /// skipped): it is forgotten first, and its group's callback, if due, is the batch's work. A
   /// batch that finishes the job is the last one: the drainer is released with it.
   mutating func nextDrain(on thread: UInt, inTrack: Bool = false, routed: TaskNode? = nil) -> Drain? {
@@ -280,14 +280,14 @@ extension JobState {
   private mutating func takeDeliveries(into drain: inout Drain, releasingDependants: Bool = false) {
     // Usually nothing (every routed task asks): then nothing is built.
     guard
-      outbox.hasEvents || outbox.progressChanged || !admissionEffects.isEmpty
+      outbox.hasEvents || outbox.progressChanged || !afterLockEffects.isEmpty
         || (releasingDependants && dependencies.hasReleased)
     else { return }
     let taken = outbox.takeNested()
     let events = taken.events.isEmpty ? nil : listeners.delivery(of: taken.events)
     let publication = taken.publishProgress ? progress.publication() : nil
     // Producers a routed task made room for (`setMaxQueuedTasks`): usually none.
-    let effects = takeAdmissionEffects()
+    let effects = takeAfterLockEffects()
     // Dependants released by routed tasks (`trackAndQueue(_:after:)`): usually none.
     let released = releasingDependants && dependencies.hasReleased ? dependencies.takeReleased() : []
     if events != nil || publication != nil || effects != nil || !released.isEmpty {
@@ -301,12 +301,12 @@ extension JobState {
 final class Deliveries {
   let events: JobEventListeners.Delivery?
   let progress: (progress: Progress, total: Int64, completed: Int64)?
-  let effects: AdmissionEffects?
+  let effects: AfterLockEffects?
   let released: [DependencyRelease]
 
   init(
     events: JobEventListeners.Delivery?, progress: (progress: Progress, total: Int64, completed: Int64)?,
-    effects: AdmissionEffects? = nil, released: [DependencyRelease] = []
+    effects: AfterLockEffects? = nil, released: [DependencyRelease] = []
   ) {
     self.events = events
     self.progress = progress
@@ -315,12 +315,12 @@ final class Deliveries {
   }
 }
 
-/// What admission transitions leave to do after the lock, besides queueing the admitted tasks,
+/// What a job's transitions leave to do after the lock, besides queueing the admitted tasks,
 /// in the order they left it: refill timers of rate-limited groups to schedule, producers
 /// waiting for room to resume, and the job's reference to itself that it gave up. Empty, and
 /// free, unless those are used: the job's door (`JobController.withJobState`) asks whether there
 /// is any with two field tests, and a job that lets go of itself allocates nothing for it.
-struct AdmissionEffects {
+struct AfterLockEffects {
   enum Effect {
     /// Schedule the group's next refill on the job's clock.
     case refill(TaskTypeEntry)

@@ -46,9 +46,9 @@ class TaskNode: OperationFinishObserver, OperationStartObserver, @unchecked Send
   /// nobody observes, so events cost nothing when unused. Exclusivity unchecked: written once,
   /// under the job's lock, before the task can start.
   @exclusivity(unchecked) private(set) var timing: TaskTiming?
-  /// Whether the task, tracked before the job started, holds the job alive until it finished
+  /// Whether the task, tracked before the job started, keeps the job alive until it finished
   /// (`JobKeeper`). Only touched under the job's lock.
-  private(set) var holdsJob = false
+  private(set) var keepsJob = false
   /// The job claimed the task's queueing for its admission line (set under its lock): a job
   /// freed before it let the task go gives the claim back (`detach(from:)`).
   private(set) var claimedQueue = false
@@ -64,7 +64,7 @@ class TaskNode: OperationFinishObserver, OperationStartObserver, @unchecked Send
   }
 
   /// Calls the completion closure given to `track`, if any. Returns `false` when there is none.
-  func deliverCompletion(_ task: Operation) -> Bool { false }
+  func callCompletion(_ task: Operation) -> Bool { false }
 
   var observingJob: ObjectIdentifier? { ObjectIdentifier(job) }
 
@@ -119,7 +119,7 @@ final class TaskNodeWithCompletion<Task: Operation>: TaskNode, @unchecked Sendab
     super.init(job: job, task: task, retry: retry)
   }
 
-  override func deliverCompletion(_ task: Operation) -> Bool {
+  override func callCompletion(_ task: Operation) -> Bool {
     completion(typedTask)
     return true
   }
@@ -141,8 +141,8 @@ extension TaskNode {
   /// The task's start and finish are timed from now on (events are listened to).
   func time(with timing: TaskTiming) { self.timing = timing }
 
-  /// The task, tracked before its job started, holds the job alive (`JobKeeper`), or no longer.
-  func holdJob(_ holds: Bool) { holdsJob = holds }
+  /// The task, tracked before its job started, keeps the job alive (`JobKeeper`), or no longer.
+  func keepJob(_ keeps: Bool) { keepsJob = keeps }
 
   /// The job claimed the task's queueing for its admission line.
   func claimQueueForAdmission() { claimedQueue = true }
@@ -175,8 +175,8 @@ extension TaskNode {
   func stop() -> TaskState.StopOutcome { state.stop() }
   func waitForSlot(on queue: OperationQueue) { state.waitForSlot(on: queue) }
   func takeSlot() -> Bool { state.takeSlot() }
-  func holdForResume(on queue: OperationQueue) -> Bool { state.holdForResume(on: queue) }
-  func endHold() -> OperationQueue? { state.endHold() }
+  func waitForResume(on queue: OperationQueue) -> Bool { state.waitForResume(on: queue) }
+  func endWaitForResume() -> OperationQueue? { state.endWaitForResume() }
   func admitFromLine() -> OperationQueue? { state.admitFromLine() }
   func waitForAdmission(on queue: OperationQueue) { state.waitForAdmission(on: queue) }
   func leaveAdmission() -> OperationQueue? { state.leaveAdmission() }

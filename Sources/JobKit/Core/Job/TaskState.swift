@@ -108,7 +108,7 @@ enum TaskState {
     }
 
     init(_ slot: Slot, _ timeout: Timeout) {
-      self.init(slot: slot.isHolding, timer: timeout.timer, leftLine: slot.isWaiting)
+      self.init(slot: slot.holdsSlot, timer: timeout.timer, leftLine: slot.isWaiting)
       if case .admission = slot {
         leftLine = true
         leftAdmission = true
@@ -225,7 +225,7 @@ enum TaskState {
 
   /// The task is held back by its job's suspension, to go to `queue` once let go. Only for an
   /// unfinished task without a slot; returns `false` (and changes nothing) otherwise.
-  mutating func holdForResume(on queue: OperationQueue) -> Bool {
+  mutating func waitForResume(on queue: OperationQueue) -> Bool {
     guard case .unfinished(.none, let timeout) = self else { return false }
     self = .unfinished(slot: .suspended(queue), timeout: timeout)
     return true
@@ -234,7 +234,7 @@ enum TaskState {
   /// The suspension that held the task back ended. Returns the queue it goes to (the caller
   /// asks its group for a slot first), or `nil` if it is no longer held back (it finished, or
   /// was dropped, meanwhile).
-  mutating func endHold() -> OperationQueue? {
+  mutating func endWaitForResume() -> OperationQueue? {
     guard case .unfinished(.suspended(let queue), let timeout) = self else { return nil }
     self = .unfinished(slot: .none, timeout: timeout)
     return queue
@@ -255,7 +255,7 @@ enum TaskState {
 }
 
 extension TaskState.Slot {
-  var isHolding: Bool {
+  var holdsSlot: Bool {
     if case .holding = self { return true }
     return false
   }

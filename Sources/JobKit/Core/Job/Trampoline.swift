@@ -120,8 +120,8 @@ enum Trampoline {
 
   /// Carries out `steps` in order: now, or, if this thread's step trampoline is carrying out a step,
   /// right after that step returned and before the steps handed in before it. Called with no
-  /// lock held; only when a suspension is delivered to a job's children (it allocates).
-  static func carryOut(_ steps: [() -> Void]) {
+  /// lock held; only when a job's children are told of a suspension (it allocates).
+  static func performSteps(_ steps: [() -> Void]) {
     let state = threadState()
     if state.pointee.isStepping {
       state.pointee.handedIn.append(contentsOf: steps)

@@ -10,7 +10,7 @@ import Foundation
 ///   ``resume()``, or never if a cancel comes first.
 /// - ``operationCancelled()`` is called at most once, only for an operation that started and has
 ///   not finished, never at the same time as ``operationStart()``: a `cancel()` that arrives while
-///   ``operationStart()`` runs is delivered right after it returns.
+///   ``operationStart()`` runs is passed on right after it returns.
 /// - ``operationDone(error:)`` may be called from any thread; only the first call counts.
 ///
 /// Dependencies, `completionBlock`, `waitUntilFinished()` and serial queues work with it as with
@@ -131,7 +131,7 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
     }
   }
 
-  /// Runs ``operationStart()`` (after telling the start observers), then delivers a cancel that
+  /// Runs ``operationStart()`` (after telling the start observers), then calls ``operationCancelled()`` for a cancel that
   /// arrived meanwhile. On `start()`'s thread, or on `resume()`'s for a deferred start.
   func runStart(telling observers: [any OperationStartObserver]) {
     for observer in observers {
@@ -162,7 +162,7 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
     switch state.withLock({ $0.cancel() }) {
     case .none:
       break
-    case .deliver:
+    case .callOperationCancelled:
       operationCancelled()
     case .finishDeferred(let dropped):
       _ = dropped  // released here, after the lock
@@ -292,7 +292,7 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
   // MARK: - Internal hooks
 
   /// Whether `cancel()` was recorded while the operation had not finished, including a cancel
-  /// whose delivery to ``operationCancelled()`` waits for ``operationStart()`` to return. Read
+  /// whose call of ``operationCancelled()`` waits for ``operationStart()`` to return. Read
   /// from the operation's own state (never Foundation's `isCancelled`, which takes Foundation's
   /// lock); `cancel()` records it before it returns.
   var isCancelRecorded: Bool { state.withLock { $0.isCancelRecorded } }

@@ -35,11 +35,11 @@ struct OperationState {
     /// the work after a cancel's first step, `recordCancel`, or when the operation's overridden
     /// `isCancelled`, read before the lock, said so).
     case idle(cancelled: Bool)
-    /// Inside `operationStart()`. A `cancel()` arriving now is remembered and delivered to
+    /// Inside `operationStart()`. A `cancel()` arriving now is remembered and passed to
     /// `operationCancelled()` after `operationStart()` returns.
     case starting(cancelPending: Bool)
     /// `operationStart()` returned; waiting for `operationDone`.
-    case running(cancelDelivered: Bool)
+    case running(cancelCalled: Bool)
     /// Started by its queue while suspended: `operationStart()` waits for `resume()` (see
     /// `OperationState+Suspension.swift`); the operation counts as executing meanwhile.
     case deferred
@@ -114,10 +114,10 @@ struct OperationState {
 
   var isFinished: Bool { phase == .finished }
 
-  /// Whether `cancel()` was recorded before the operation finished (delivered or not yet).
+  /// Whether `cancel()` was recorded before the operation finished (passed on to `operationCancelled()` or not yet).
   var isCancelRecorded: Bool {
     switch phase {
-    case .idle(cancelled: true), .starting(cancelPending: true), .running(cancelDelivered: true): return true
+    case .idle(cancelled: true), .starting(cancelPending: true), .running(cancelCalled: true): return true
     case .idle, .starting, .running, .deferred, .finished: return false
     }
   }
@@ -172,10 +172,10 @@ struct OperationState {
   }
 
   /// `operationStart()` returned. Returns `true` when a cancel arrived meanwhile and must now be
-  /// delivered to `operationCancelled()`.
+  /// passed to `operationCancelled()`.
   mutating func operationStartReturned() -> Bool {
     guard case .starting(let cancelPending) = phase else { return false }
-    phase = .running(cancelDelivered: cancelPending)
+    phase = .running(cancelCalled: cancelPending)
     return cancelPending
   }
 
@@ -217,7 +217,7 @@ struct OperationState {
   enum CancelAction {
     case none
     /// Call `operationCancelled()` now.
-    case deliver
+    case callOperationCancelled
     /// The operation waited for `resume()` to start: finish it now, as a cancelled start
     /// (`start()`'s `skipCancelled` path), on the cancelling thread. `dropped`: as for
     /// `StartAction.skipCancelled`.
@@ -234,13 +234,13 @@ struct OperationState {
     case .starting:
       phase = .starting(cancelPending: true)
       return .none
-    case .running(cancelDelivered: false):
-      phase = .running(cancelDelivered: true)
-      return .deliver
+    case .running(cancelCalled: false):
+      phase = .running(cancelCalled: true)
+      return .callOperationCancelled
     case .idle:
       phase = .idle(cancelled: true)
       return .none
-    case .running(cancelDelivered: true), .finished:
+    case .running(cancelCalled: true), .finished:
       return .none
     }
   }

@@ -231,7 +231,7 @@ extension JobState {
     guard admission.isActive else { return [] }
     var admitted: [Admission] = []
     for (node, queue) in admission.releaseAll() {
-      holdIfIdle(node)
+      keepJobIfIdle(node)
       if admitOrWait(node, queue: queue), let task = node.task { admitted.append((task, queue)) }
     }
     return admitted
@@ -254,7 +254,7 @@ extension JobState {
     -> AdmissionExit?
   {
     guard let task = node.task else { return nil }
-    holdIfIdle(node)
+    keepJobIfIdle(node)
     let group: TaskTypeEntry = node.typeEntry
     let ready = !suspension.isSuspended && group.limit == nil && group.rate == nil
     let observesEvents = !listeners.isEmpty && node.timing == nil
@@ -270,11 +270,11 @@ extension JobState {
 
 extension JobState {
   /// `node` leaves the admission line before the job started (a stop, or an admission opened
-  /// from outside): its task may now run and finish without the job's doing, so it holds the
+  /// from outside): its task may now run and finish without the job's doing, so it keeps the
   /// job until it finished (`JobKeeper`), as a task tracked for its caller to queue does.
-  fileprivate mutating func holdIfIdle(_ node: TaskNode) {
+  fileprivate mutating func keepJobIfIdle(_ node: TaskNode) {
     if phase.isIdle {
-      keeper.hold(for: node)
+      keeper.keep(for: node)
     }
   }
 }

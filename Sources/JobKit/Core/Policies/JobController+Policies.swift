@@ -201,26 +201,26 @@ extension JobController {
 /// changed (see `JobState+Suspension.swift`).
 extension JobController {
   /// Applies change number `generation` of the job's suspension: queues the tasks a resume lets
-  /// go, and tells the children if this thread becomes their deliverer.
+  /// go, and tells the children if no other thread is telling them.
   func applyJobSuspension(_ isSuspended: Bool, generation: UInt64) {
     let actions = withJobState { $0.setSuspended(isSuspended, generation: generation) }
     if !actions.admitted.isEmpty {
       queueAdmitted(actions.admitted)
     }
-    if actions.deliversToChildren {
-      deliverSuspensionToChildren()
+    if actions.tellsChildren {
+      tellChildrenOfSuspension()
     }
   }
 
   /// Tells the children the job's latest state, as steps of this thread's step trampoline
-  /// (`Trampoline.carryOut(_:)`), so a tree of nested jobs is suspended in constant stack; the
+  /// (`Trampoline.performSteps(_:)`), so a tree of nested jobs is suspended in constant stack; the
   /// last step looks again, until the children were told the latest state.
-  private func deliverSuspensionToChildren() {
-    guard let (suspend, children) = withJobState({ $0.nextChildDelivery() }) else { return }
+  private func tellChildrenOfSuspension() {
+    guard let (suspend, children) = withJobState({ $0.nextNoticeToChildren() }) else { return }
     var steps: [() -> Void] = children.map { child in
       suspend ? { child.suspend() } : { child.resume() }
     }
-    steps.append { self.deliverSuspensionToChildren() }
-    Trampoline.carryOut(steps)
+    steps.append { self.tellChildrenOfSuspension() }
+    Trampoline.performSteps(steps)
   }
 }

@@ -15,7 +15,7 @@ extension JobState {
   mutating func admitOrWait(_ node: TaskNode, queue: OperationQueue) -> Bool {
     guard node.state.isUnfinished else { return false }
     if suspension.isSuspended {
-      hold(node, for: queue)
+      waitForResume(node, for: queue)
       return false
     }
     let group: TaskTypeEntry = node.typeEntry
@@ -72,12 +72,12 @@ extension JobState {
     -> UInt64?
   {
     guard !phase.isFinished else {
-      admissionEffects.wake(continuation, room: false)
+      afterLockEffects.wake(continuation, room: false)
       return nil
     }
     let group = registry.group(for: type)
     guard group.bound != nil, group.limit != nil || group.rate != nil, !hasRoomUnderBound(group) else {
-      admissionEffects.wake(continuation, room: true)
+      afterLockEffects.wake(continuation, room: true)
       return nil
     }
     return group.addProducer(continuation)
@@ -93,7 +93,7 @@ extension JobState {
   mutating func wakeIfRoom(in group: TaskTypeEntry) {
     guard group.bound?.hasWaiters == true, hasRoomUnderBound(group) else { return }
     for waiter in group.takeProducers() {
-      admissionEffects.wake(waiter, room: true)
+      afterLockEffects.wake(waiter, room: true)
     }
   }
 
@@ -101,13 +101,13 @@ extension JobState {
   mutating func wakeProducersForFinish(_ groups: [TaskTypeEntry]) {
     for group in groups where group.bound?.hasWaiters == true {
       for waiter in group.takeProducers() {
-        admissionEffects.wake(waiter, room: false)
+        afterLockEffects.wake(waiter, room: false)
       }
     }
   }
 
   /// Sets a group's rate limit. Returns the waiting tasks it admits, to be queued by the
-  /// caller; the refill it starts is an admission effect (``takeAdmissionEffects()``).
+  /// caller; the refill it starts is an after-lock effect (``takeAfterLockEffects()``).
   mutating func setRateLimit(tasksPerSecond: Double, burst: Int, for type: Operation.Type) -> [Admission] {
     let group = registry.group(for: type)
     group.setRate(tasksPerSecond: tasksPerSecond, burst: burst)
@@ -129,7 +129,7 @@ extension JobState {
   /// A token was taken or a task lines up: `group`'s bucket needs its refill timer if none runs.
   private mutating func startRefillIfNeeded(of group: TaskTypeEntry) {
     if group.startRefill() {
-      admissionEffects.refill(group)
+      afterLockEffects.refill(group)
     }
   }
 
@@ -141,7 +141,7 @@ extension JobState {
     var admitted: [Admission] = []
     for group in registry.groups.values where group.bound?.hasWaiters == true {
       for waiter in group.takeProducers() {
-        admissionEffects.wake(waiter, room: true)
+        afterLockEffects.wake(waiter, room: true)
       }
     }
     for group in registry.groups.values where group.rate != nil {

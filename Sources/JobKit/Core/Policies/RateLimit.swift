@@ -81,7 +81,7 @@ extension JobController {
     queueAdmitted(withJobState { $0.setRateLimit(tasksPerSecond: tasksPerSecond, burst: burst, for: group) })
   }
 
-  /// Schedules `group`'s next refill on the job's clock (an admission effect).
+  /// Schedules `group`'s next refill on the job's clock (an after-lock effect).
   func scheduleRefill(of group: TaskTypeEntry) {
     let (clock, interval) = readJobState { ($0.clock, group.rate?.interval) }
     guard let interval else { return }

@@ -55,7 +55,7 @@ struct JobStateTests {
     #expect(check202)
     let check203 = next(&state, on: 1, inTrack: true) == "route Alpha"
     #expect(check203)
-    let check2 = state.beginRouting(alpha, failure: nil, isCancelled: false, name: nil).isDeliver
+    let check2 = state.beginRouting(alpha, failure: nil, isCancelled: false, name: nil).isCall
     #expect(check2)
     guard case .none = state.routed(alpha) else {
       Issue.record("a group callback while main() runs")
@@ -153,7 +153,7 @@ struct JobStateTests {
     _ = state.recordFinish(failed, report: FinishReport(error: TestError(3), isCancelled: false))
     let check40 = state.claimDrain(on: 2) == .drainer
     #expect(check40)
-    guard case .route(let node, .deliver?)? = state.nextDrain(on: 2)?.item, node === failed else {
+    guard case .route(let node, .call?)? = state.nextDrain(on: 2)?.item, node === failed else {
       Issue.record("expected the reported task, decided")
       return
     }
@@ -291,8 +291,8 @@ struct JobStateTests {
 }
 
 extension JobState.RoutingDecision {
-  fileprivate var isDeliver: Bool {
-    if case .deliver = self { return true }
+  fileprivate var isCall: Bool {
+    if case .call = self { return true }
     return false
   }
 

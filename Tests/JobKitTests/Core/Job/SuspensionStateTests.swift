@@ -180,7 +180,7 @@ struct SuspensionStateTests {
     var state = started()
     _ = state.setSuspended(false, generation: 2)
     let stale = state.setSuspended(true, generation: 1)
-    #expect(!state.suspension.isSuspended && stale.admitted.isEmpty && !stale.deliversToChildren)
+    #expect(!state.suspension.isSuspended && stale.admitted.isEmpty && !stale.tellsChildren)
   }
 
   @Test func limitsHoldAfterTheResumeAndTheLineKeepsItsOrder() {
@@ -227,19 +227,19 @@ struct SuspensionStateTests {
       _ = track(child, in: &state, queue: queue)
     }
     let suspend = state.setSuspended(true, generation: 1)
-    #expect(suspend.deliversToChildren)
+    #expect(suspend.tellsChildren)
     // A resume and a suspend again arrive while the deliverer works: no second deliverer.
     let resume = state.setSuspended(false, generation: 2)
     let again = state.setSuspended(true, generation: 3)
-    #expect(!resume.deliversToChildren && !again.deliversToChildren)
-    guard let delivery = state.nextChildDelivery() else {
+    #expect(!resume.tellsChildren && !again.tellsChildren)
+    guard let delivery = state.nextNoticeToChildren() else {
       Issue.record("nothing to deliver")
       return
     }
     #expect(delivery.suspend && delivery.children.map(ObjectIdentifier.init) == children.map(ObjectIdentifier.init))
-    #expect(state.nextChildDelivery() == nil && !state.suspension.isDelivering)
+    #expect(state.nextNoticeToChildren() == nil && !state.suspension.isTellingChildren)
     // A resume now makes a new deliverer, which tells the resume.
     let last = state.setSuspended(false, generation: 4)
-    #expect(last.deliversToChildren && state.nextChildDelivery()?.suspend == false)
+    #expect(last.tellsChildren && state.nextNoticeToChildren()?.suspend == false)
   }
 }

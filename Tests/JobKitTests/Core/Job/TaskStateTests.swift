@@ -134,20 +134,20 @@ struct TaskStateTests {
     let check29 = state.armTimeout()
     #expect(check29)
     let queue = OperationQueue()
-    let check30 = state.holdForResume(on: queue) && !state.holdForResume(on: queue)
+    let check30 = state.waitForResume(on: queue) && !state.waitForResume(on: queue)
     #expect(check30)
     let check31 = !state.takeSlot() && state.admitFromLine() == nil  // held: no slot, no line
     #expect(check31)
     #expect(state.isUnfinished && state.isTimeoutArmed)
-    let check32 = state.endHold() === queue && state.endHold() == nil
+    let check32 = state.endWaitForResume() === queue && state.endWaitForResume() == nil
     #expect(check32)
     guard case .unfinished(.none, .armed) = state else {
       Issue.record("expected no slot with the timeout still armed")
       return
     }
-    let check33 = state.holdForResume(on: queue) && state.finish()?.slot == false
+    let check33 = state.waitForResume(on: queue) && state.finish()?.slot == false
     #expect(check33)
-    let check34 = state.endHold() == nil  // finished while held: not queued by the resume
+    let check34 = state.endWaitForResume() == nil  // finished while held: not queued by the resume
     #expect(check34)
   }
 }
