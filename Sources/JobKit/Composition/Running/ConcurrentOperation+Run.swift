@@ -10,7 +10,7 @@ protocol SelfSubmitting: ConcurrentOperation {
 
 extension JobController: SelfSubmitting {
   func submitSelfOnce() {
-    submitOnce(to: Self.sharedJobQueue)
+    queueOnce(to: Self.sharedJobQueue)
   }
 }
 
@@ -19,7 +19,7 @@ extension ConcurrentOperation {
   /// ``JobController/sharedJobQueue`` unless JobKit already queued it (a job's `trackAndQueue`,
   /// `startJob`, `finally`, an earlier `run()`) or it already started. JobKit cannot see an
   /// `addOperation` made by other code.
-  func submitOnce() {
+  func queueOnce() {
     if let submitting = self as? any SelfSubmitting {
       submitting.submitSelfOnce()
     } else if claimQueue() {

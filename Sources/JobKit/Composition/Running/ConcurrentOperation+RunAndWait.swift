@@ -28,7 +28,7 @@ extension ConcurrentOperation {
   /// unavailable (`noasync`): `await` `run()` or ``waitForFinish()`` there.
   @available(*, noasync, message: "blocks the calling thread; use run() or waitForFinish() in async code")
   public func runAndWait() throws {
-    submitOnce()
+    queueOnce()
     waitUntilFinished()
     try throwOutcome()
   }

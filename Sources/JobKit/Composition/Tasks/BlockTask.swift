@@ -88,7 +88,7 @@ public final class BlockTask: ConcurrentOperation, ContextConsuming, @unchecked 
   /// awaiting Swift task cancels the task; `run()` still returns only once it finished. For a task
   /// you added to a queue yourself, await ``ConcurrentOperation/waitForFinish()`` instead.
   public func run() async throws {
-    submitOnce()
+    queueOnce()
     try await waitForFinishCancellingOnTaskCancel()
   }
 

@@ -128,7 +128,7 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
   /// once it finished. For a task you added to a queue yourself, await
   /// ``ConcurrentOperation/waitForFinish()`` and read ``result`` instead.
   public func run() async throws -> Output {
-    submitOnce()
+    queueOnce()
     do {
       try await waitForFinishCancellingOnTaskCancel()
     } catch {

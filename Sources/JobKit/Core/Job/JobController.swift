@@ -141,7 +141,7 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// ``ConcurrentOperation/waitForFinish()`` instead: JobKit cannot see that submission, and
   /// adding an operation to a queue twice is a fatal error in Foundation.
   public func run() async throws {
-    submitOnce(to: Self.sharedJobQueue)
+    queueOnce(to: Self.sharedJobQueue)
     try await waitForFinishCancellingOnTaskCancel()
   }
 
@@ -149,7 +149,7 @@ open class JobController: ConcurrentOperation, @unchecked Sendable {
   /// already queued it or it already started, without reporting
   /// ``JobKitError/Code/startedTwice`` (``run()`` and `runAndWait()` start a job only if nobody
   /// did).
-  func submitOnce(to queue: OperationQueue) {
+  func queueOnce(to queue: OperationQueue) {
     if claimQueue() {
       queue.addOperation(self)
     }

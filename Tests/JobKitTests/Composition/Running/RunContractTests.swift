@@ -83,7 +83,7 @@ struct RunContractTests {
     job.startJob()
     #expect(await tracked.waitOpen())
     #expect(!target.isExecuting && !target.isFinished)
-    target.submitOnce()  // run()'s first half: must not queue it
+    target.queueOnce()  // run()'s first half: must not queue it
     let running = Task { try await kind.run(target) }
     release.open()
     try await running.value
@@ -99,7 +99,7 @@ struct RunContractTests {
       _ = await release.waitOpen()
       return 5
     })
-    work.submitOnce()  // run()'s first half: queues it
+    work.queueOnce()  // run()'s first half: queues it
     let running = Task { try await work.run() }
     let results = Locked<[Int]>([])
     let tracked = Latch()
