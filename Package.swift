@@ -59,7 +59,9 @@ let package = Package(
       path: "Samples/EventCommands",
       swiftSettings: strictSettings
     ),
-    .testTarget(name: "JobKitTests", dependencies: ["JobKit", "JobKitTesting"], swiftSettings: strictSettings),
+    .testTarget(
+      name: "JobKitTests", dependencies: ["JobKit", "JobKitTesting"], exclude: ["Model/README.md"],
+      swiftSettings: strictSettings),
     .testTarget(name: "FindDuplicatesTests", dependencies: ["FindDuplicatesCore"], swiftSettings: strictSettings),
   ],
   swiftLanguageModes: [.v6]
