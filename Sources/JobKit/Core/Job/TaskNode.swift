@@ -108,10 +108,16 @@ final class TaskNodeWithCompletion<Task: Operation>: TaskNode, @unchecked Sendab
   unowned(unsafe) let typedTask: Task
 
   @usableFromInline
+  convenience init(job: __shared JobController, task: Task, completion: @escaping @Sendable (Task) -> Void) {
+    self.init(job: job, task: task, retry: nil, completion: completion)
+  }
+
+  /// A node of a retried task's attempt (`RetryAttempt` is internal: no default argument on the
+  /// inlinable init above).
   init(
     job: __shared JobController,
     task: Task,
-    retry: RetryAttempt? = nil,
+    retry: RetryAttempt?,
     completion: @escaping @Sendable (Task) -> Void
   ) {
     (self.completion, self.typedTask) = (completion, task)
