@@ -23,8 +23,9 @@ let package = Package(
     .executable(name: "event-commands", targets: ["EventCommands"]),
   ],
   targets: [
-    // An atomic word for the completion-block hook (`Synchronization.Atomic` needs macOS 15), and
-    // `dispatch_async_f` for the tasks a job starts itself.
+    // An atomic word for the completion-block hook (`Synchronization.Atomic` needs macOS 15),
+    // `dispatch_async_f` for the tasks a job starts itself, and a thread-local word that marks the
+    // operation whose finish the thread posts.
     .target(name: "CJobKitAtomics"),
     .target(name: "JobKit", dependencies: ["CJobKitAtomics"], swiftSettings: strictSettings),
     .target(name: "JobKitTesting", dependencies: ["JobKit"], swiftSettings: strictSettings),

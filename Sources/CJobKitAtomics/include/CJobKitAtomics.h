@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "CJobKitDispatch.h"
+#include "CJobKitThreadMark.h"
 
 /// Acquire load.
 static inline intptr_t cjobkit_atomic_load(const intptr_t *word) {

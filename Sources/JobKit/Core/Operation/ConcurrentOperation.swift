@@ -68,7 +68,11 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
 
   /// `true` once ``operationDone(error:)`` was called (or the operation was cancelled before it
   /// started and has been started by its queue).
-  public final override var isFinished: Bool { state.withLock { $0.isFinished } }
+  public final override var isFinished: Bool {
+    // Foundation reads it back inside the finish's change notification: answered there, on the
+    // finishing thread, with no lock (see `whilePostingFinish`).
+    isPostingFinish || state.withLock { $0.isFinished }
+  }
 
   /// As `Operation`'s. The operation also keeps the class in its own state: a job that starts it
   /// itself, in no queue, starts it at that class. An override's setter must call `super`.
