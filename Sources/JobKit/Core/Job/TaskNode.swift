@@ -108,12 +108,13 @@ final class TaskNodeWithCompletion<Task: Operation>: TaskNode, @unchecked Sendab
   unowned(unsafe) let typedTask: Task
 
   @usableFromInline
-  init(
-    job: __shared JobController,
-    task: Task,
-    retry: RetryAttempt? = nil,
-    completion: @escaping @Sendable (Task) -> Void
-  ) {
+  init(job: __shared JobController, task: Task, completion: @escaping @Sendable (Task) -> Void) {
+    (self.completion, self.typedTask) = (completion, task)
+    super.init(job: job, task: task)
+  }
+
+  /// For an attempt of a task tracked with a retry policy.
+  init(job: __shared JobController, task: Task, retry: RetryAttempt?, completion: @escaping @Sendable (Task) -> Void) {
     (self.completion, self.typedTask) = (completion, task)
     super.init(job: job, task: task, retry: retry)
   }
