@@ -367,9 +367,10 @@ extension RemoteWorker {
     // What is left of the grace period and the hand-back allowance, not a statement's time
     // limit: with the database gone, the rows come back when their leases expire.
     let statementTimeout = queue.configuration.statementTimeout
+    let handBackStart = clock.now
     guard
       let timeLimit = state.withLock({
-        $0.claims.handBackTimeLimit(now: clock.now, statementTimeout: statementTimeout)
+        $0.claims.handBackTimeLimit(now: handBackStart, statementTimeout: statementTimeout)
       })
     else {
       logger.warning(
