@@ -53,7 +53,14 @@ struct RunFigures: Sendable {
   var statementsPerTask: Double
   /// CPU seconds per 1,000 tasks, by side (the job's is 0 in a drain: there is no job).
   var cpuPerThousand: CPUSeconds
+  /// Seconds per 1,000 tasks that the sides' threads were runnable but waited for a core.
+  var waitPerThousand: CPUSeconds
+  /// The machine's busy cores over the run, on average (every process, the neighbours' too).
+  var busyCores: Double
 }
+
+/// The seconds the sides waited for a core, and the machine's busy and total CPU ticks, so far.
+typealias WaitReading = (waits: CPUSeconds, busy: Double, all: Double)
 
 /// A run that did not do what it should (a task missing or wrong, a worker's bad exit).
 struct BenchFailure: Error, CustomStringConvertible {
@@ -118,9 +125,22 @@ struct Bench: Sendable {
       server: postmaster.map(CPUMeter.serverSeconds(postmaster:)) ?? 0)
   }
 
+  /// The seconds so far that the threads of `workers`, this process (with `job`) and the server
+  /// waited for a core, and the machine's busy and total CPU ticks.
+  private func waits(_ workers: [Child], job: Bool) -> WaitReading {
+    let (busy, all) = CPUMeter.machineTicks()
+    let waits = CPUSeconds(
+      workers: workers.reduce(0) { $0 + CPUMeter.waitSeconds(of: $1.pid) },
+      job: job ? CPUMeter.waitSeconds(of: getpid()) : 0,
+      server: postmaster.map(CPUMeter.serverWaitSeconds(postmaster:)) ?? 0)
+    return (waits, busy, all)
+  }
+
   /// The figures of a run of `settings.tasks` tasks.
   private func figures(
-    seconds: Double, statements: Int, cpu: CPUSeconds, label: String,
+    seconds: Double, statements: Int, cpu: CPUSeconds,
+    waits: (before: WaitReading, after: WaitReading),
+    label: String,
     breakdown: (before: [String: (calls: Int, rows: Int)], after: [String: (calls: Int, rows: Int)])?
   ) -> RunFigures {
     let tasks = Double(settings.tasks)
@@ -131,10 +151,16 @@ struct Bench: Sendable {
             + StatementCounter.describe(from: breakdown.before, to: breakdown.after, tasks: settings.tasks) + "\n")
             .utf8))
     }
+    let wait = waits.after.waits - waits.before.waits
+    let all = waits.after.all - waits.before.all
     return RunFigures(
       tasksPerSecond: tasks / seconds, statementsPerTask: Double(statements) / tasks,
       cpuPerThousand: CPUSeconds(
-        workers: cpu.workers * 1000 / tasks, job: cpu.job * 1000 / tasks, server: cpu.server * 1000 / tasks))
+        workers: cpu.workers * 1000 / tasks, job: cpu.job * 1000 / tasks, server: cpu.server * 1000 / tasks),
+      waitPerThousand: CPUSeconds(
+        workers: wait.workers * 1000 / tasks, job: wait.job * 1000 / tasks, server: wait.server * 1000 / tasks),
+      busyCores: all > 0
+        ? (waits.after.busy - waits.before.busy) / all * Double(ProcessInfo.processInfo.activeProcessorCount) : 0)
   }
 
   private func breakdownIfAsked() async throws -> [String: (calls: Int, rows: Int)]? {
@@ -165,6 +191,7 @@ struct Bench: Sendable {
     let before = try await counter.read()
     let breakdownBefore = try await breakdownIfAsked()
     let cpuBefore = cpu(children, job: false)
+    let waitsBefore = waits(children, job: false)
     try await client.query(
       """
       INSERT INTO jobkit_remote_tasks (queue, kind, idempotency_key, input, max_attempts) /* remote-bench */
@@ -176,6 +203,7 @@ struct Bench: Sendable {
     }
     try await waitUntilCompleted(queue: queue)
     let cpuSpent = cpu(children, job: false) - cpuBefore
+    let waitsAfter = waits(children, job: false)
     let seconds = try await drainSeconds(queue: queue)
     for child in children {
       // A RemoteWorker runs until told to stop; the floor loop ends at a line once the queue is empty.
@@ -191,7 +219,7 @@ struct Bench: Sendable {
     let statements = try await counter.read() - before
     let breakdownAfter = try await breakdownIfAsked()
     return figures(
-      seconds: seconds, statements: statements, cpu: cpuSpent, label: queue,
+      seconds: seconds, statements: statements, cpu: cpuSpent, waits: (waitsBefore, waitsAfter), label: queue,
       breakdown: breakdownBefore.flatMap { before in breakdownAfter.map { (before, $0) } })
   }
 
@@ -207,11 +235,13 @@ struct Bench: Sendable {
     let breakdownBefore = try await breakdownIfAsked()
     let job = ManyRemoteTasks(count: settings.tasks, queue: queue, keyPrefix: "k")
     let cpuBefore = cpu(children, job: true)
+    let waitsBefore = waits(children, job: true)
     let clock = ContinuousClock()
     let start = clock.now
     try await whileRouting(queue) { try await job.run() }
     let elapsed = clock.now - start
     let cpuSpent = cpu(children, job: true) - cpuBefore
+    let waitsAfter = waits(children, job: true)
     for child in children {
       let status = await child.stop()
       guard status == 0 else {
@@ -224,7 +254,8 @@ struct Bench: Sendable {
     let statements = try await counter.read() - before
     let breakdownAfter = try await breakdownIfAsked()
     return figures(
-      seconds: elapsed.seconds, statements: statements, cpu: cpuSpent, label: queue.name,
+      seconds: elapsed.seconds, statements: statements, cpu: cpuSpent, waits: (waitsBefore, waitsAfter),
+      label: queue.name,
       breakdown: breakdownBefore.flatMap { before in breakdownAfter.map { (before, $0) } })
   }
 

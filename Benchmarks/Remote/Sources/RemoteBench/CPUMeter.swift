@@ -39,13 +39,46 @@ enum CPUMeter {
   /// children's (backends, WAL writer, checkpointer, ...). A backend that exits between two
   /// readings moves from the live sum to the reaped one, so differences stay right.
   static func serverSeconds(postmaster: Int32) -> Double {
-    var total = seconds(of: postmaster, reaped: true)
+    children(of: postmaster).reduce(seconds(of: postmaster, reaped: true)) { $0 + seconds(of: $1) }
+  }
+
+  /// The live children of `pid`.
+  private static func children(of pid: Int32) -> [Int32] {
     let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
-    for entry in entries {
-      guard let pid = Int32(entry), pid != postmaster, parent(of: pid) == postmaster else { continue }
-      total += seconds(of: pid)
+    return entries.compactMap { entry in
+      guard let child = Int32(entry), child != pid, parent(of: child) == pid else { return nil }
+      return child
     }
-    return total
+  }
+
+  /// How long the live threads of `pid` waited for a core (runnable, not running: the second
+  /// field of `/proc/<pid>/task/<tid>/schedstat`), in seconds; 0 where the kernel does not say.
+  static func waitSeconds(of pid: Int32) -> Double {
+    let threads = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+    return threads.reduce(0) { total, thread in
+      guard let text = try? String(contentsOfFile: "/proc/\(pid)/task/\(thread)/schedstat", encoding: .utf8)
+      else { return total }
+      let fields = text.split(separator: " ")
+      return total + (fields.count > 1 ? (Double(fields[1]) ?? 0) / 1e9 : 0)
+    }
+  }
+
+  /// How long the server's live processes (the postmaster and its children) waited for a core.
+  static func serverWaitSeconds(postmaster: Int32) -> Double {
+    children(of: postmaster).reduce(waitSeconds(of: postmaster)) { $0 + waitSeconds(of: $1) }
+  }
+
+  /// The machine's CPU time so far, every process of every user: busy (not idle nor waiting
+  /// for I/O) and in all, in ticks (`/proc/stat`'s first line).
+  static func machineTicks() -> (busy: Double, all: Double) {
+    guard let text = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
+      let line = text.split(separator: "\n").first
+    else { return (0, 0) }
+    // cpu user nice system idle iowait irq softirq steal ...
+    let values = line.split(separator: " ").dropFirst().prefix(8).map { Double($0) ?? 0 }
+    guard values.count == 8 else { return (0, 0) }
+    let all = values.reduce(0, +)
+    return (all - values[3] - values[4], all)
   }
 }
 

@@ -75,9 +75,11 @@ enum Report {
         figures.map { format(median($0.map(\.statementsPerTask)), 2) }
       }
       /// The total's median, and the median of each side (workers, job, server).
-      func cpu(_ figures: [[RunFigures]], job: Bool) -> [String] {
+      func cpu(
+        _ figures: [[RunFigures]], job: Bool, _ side: KeyPath<RunFigures, CPUSeconds> = \.cpuPerThousand
+      ) -> [String] {
         figures.map { runs in
-          let parts = runs.map(\.cpuPerThousand)
+          let parts = runs.map { $0[keyPath: side] }
           let sides =
             "w \(format(median(parts.map(\.workers)), 2))"
             + (job ? " + j \(format(median(parts.map(\.job)), 2))" : "")
@@ -99,8 +101,21 @@ enum Report {
       }
       row("CPU s per 1,000 tasks, drain, RemoteWorker (workers + server)", cpu(library[mode], job: false))
       row("CPU s per 1,000 tasks, drain, floor (workers + server)", cpu(floor[mode], job: false))
+      row(
+        "waiting for a core, s per 1,000 tasks, drain, RemoteWorker (workers + server)",
+        cpu(library[mode], job: false, \.waitPerThousand))
       if !settings.drainOnly {
         row("CPU s per 1,000 tasks, end to end (workers + job + server)", cpu(endToEnd[mode], job: true))
+        row(
+          "waiting for a core, s per 1,000 tasks, end to end (workers + job + server)",
+          cpu(endToEnd[mode], job: true, \.waitPerThousand))
+      }
+      func cores(_ figures: [[RunFigures]]) -> [String] {
+        figures.map { format(median($0.map(\.busyCores)), 2) }
+      }
+      row("machine's busy cores, drain, RemoteWorker (every process)", cores(library[mode]))
+      if !settings.drainOnly {
+        row("machine's busy cores, end to end (every process)", cores(endToEnd[mode]))
         let sorted = latencies[mode].sorted()
         lines.append("")
         lines.append(

@@ -9,18 +9,22 @@ extension RemoteQueue {
   /// Past it, throws an unreachable ``RemoteQueueError`` (retried like a lost connection) and
   /// cancels the statement; a statement that ignores the cancel is left to end on its own.
   func statement<Result: Sendable>(
-    _ query: PostgresQuery, read: @escaping @Sendable (PostgresRowSequence) async throws -> Result
+    timeLimit: Duration? = nil, _ query: PostgresQuery,
+    read: @escaping @Sendable (PostgresRowSequence) async throws -> Result
   ) async throws -> Result {
     let client = client
     let logger = logger
-    return try await bounded { try await read(try await client.query(query, logger: logger)) }
+    return try await bounded(timeLimit: timeLimit) { try await read(try await client.query(query, logger: logger)) }
   }
 
   /// Runs `body` in a task of its own and returns its result, or throws an unreachable
-  /// ``RemoteQueueError`` after ``Configuration/statementTimeout``, whichever comes first.
-  /// Cancelling the caller cancels `body` and throws `CancellationError` at once.
-  func bounded<Result: Sendable>(_ body: @escaping @Sendable () async throws -> Result) async throws -> Result {
-    let timeout = configuration.statementTimeout
+  /// ``RemoteQueueError`` after `timeLimit` (by default ``Configuration/statementTimeout``),
+  /// whichever comes first. Cancelling the caller cancels `body` and throws `CancellationError`
+  /// at once.
+  func bounded<Result: Sendable>(
+    timeLimit: Duration? = nil, _ body: @escaping @Sendable () async throws -> Result
+  ) async throws -> Result {
+    let timeout = timeLimit ?? configuration.statementTimeout
     let race = StatementRace<Result>()
     return try await withTaskCancellationHandler {
       try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Result, any Error>) in

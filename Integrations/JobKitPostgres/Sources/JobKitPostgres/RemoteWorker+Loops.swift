@@ -91,6 +91,32 @@ extension RemoteWorker {
     }
   }
 
+  /// Runs the claim loop; once a graceful shutdown began, ends it at the grace period's end if
+  /// it still waits for a statement then (the database gone): the shutdown does not wait for
+  /// a claim's time limit. A claim given up may have been applied: its rows come back when
+  /// their leases expire.
+  func claimUntilGraceEnds(owner: String) async {
+    await withTaskGroup(of: Bool.self) { group in
+      group.addTask {
+        await self.claimLoop(owner: owner)
+        return true
+      }
+      group.addTask {
+        await self.shutdownBegan.wait(timeout: nil)
+        guard !Task.isCancelled, let end = self.state.withLock({ $0.claims.graceEnd }) else { return false }
+        do {
+          try await Task.sleep(until: end, clock: .continuous)
+        } catch {
+          return false
+        }
+        return true
+      }
+      // Ends with the claim loop, or at the grace end after a shutdown began.
+      while let ended = await group.next(), !ended {}
+      group.cancelAll()
+    }
+  }
+
   /// Free slots a claim waits for while a backlog lasts.
   var halfBatch: Int {
     max(1, min(configuration.batchSize, configuration.maxConcurrent) / 2)
@@ -307,7 +333,7 @@ extension RemoteWorker {
     let grace = Task.isCancelled ? .zero : configuration.gracePeriod
     state.withLock { state in
       state.claims.stop(now: now, grace: grace)
-      state.storeDeadline = now + grace
+      state.storeDeadline = state.claims.graceEnd
     }
     completions.signal()
     while true {
@@ -331,12 +357,30 @@ extension RemoteWorker {
       }
       return (ids, tasks, scopes)
     }
-    defer { state.withLock { $0.claims.handedBack() } }
+    defer {
+      state.withLock { $0.claims.handedBack() }
+      for task in tasks { task.cancel() }
+    }
     guard !ids.isEmpty else { return }
     // Handed back, the rows run again elsewhere: their children are left to the new runs.
     for scope in scopes { scope.abandon() }
+    // What is left of the grace period and the hand-back allowance, not a statement's time
+    // limit: with the database gone, the rows come back when their leases expire.
+    let statementTimeout = queue.configuration.statementTimeout
+    let handBackStart = clock.now
+    guard
+      let timeLimit = state.withLock({
+        $0.claims.handBackTimeLimit(now: handBackStart, statementTimeout: statementTimeout)
+      })
+    else {
+      logger.warning(
+        "no time left to hand rows back; their leases will expire",
+        metadata: ["worker": "\(id)", "rows": "\(ids.count)"])
+      return
+    }
     do {
       let count = try await queue.statement(
+        timeLimit: timeLimit,
         """
         WITH locked AS (
           SELECT id FROM jobkit_remote_tasks WHERE id = ANY(\(ids)) AND owner = \(owner) AND state = 'running'
@@ -362,7 +406,6 @@ extension RemoteWorker {
         level: Task.isCancelled ? .info : .warning, "could not hand rows back; their leases will expire",
         metadata: ["worker": "\(id)", "error": "\(String(reflecting: error))"])
     }
-    for task in tasks { task.cancel() }
   }
 }
 

@@ -45,8 +45,10 @@ import ServiceLifecycle
 /// - **Shutdown** (graceful shutdown): stops claiming, lets running handlers finish for
 ///   ``Configuration/gracePeriod`` while heartbeats keep their leases and outcomes are stored,
 ///   then hands the rest back (available again, the attempt not counted; cancelled if their job
-///   asked for a cancel meanwhile) and cancels their handlers. Cancelling ``run()`` stops at
-///   once: the handlers are cancelled and their rows return to the queue when their leases expire.
+///   asked for a cancel meanwhile) and cancels their handlers. It ends at most 2 s after the
+///   grace period, answered or not: with the database gone, what was not handed back or stored
+///   returns to the queue when its lease expires. Cancelling ``run()`` stops at once: the
+///   handlers are cancelled and their rows return to the queue when their leases expire.
 /// - **Prune**: every ``Configuration/pruneInterval`` the queue's finished rows past their
 ///   retention are deleted (``RemoteQueue/prune()``; one worker of the queue at a time).
 /// - **Settings** out of range (the queue's ``RemoteQueue/Retention`` included) make ``run()`` throw ``RemoteQueueError/Code/invalidConfiguration``.
@@ -67,7 +69,9 @@ public final class RemoteWorker: Service, Sendable {
     public var batchSize: Int = 16
     /// The most handlers running at once on this worker, all kinds together.
     public var maxConcurrent: Int = 16
-    /// How long a graceful shutdown waits for running handlers before handing them back.
+    /// How long a graceful shutdown waits for running handlers before handing them back. The
+    /// hand-back and the storing of the last results get at most 2 s more, whether the database
+    /// answers or not (rows left claimed come back when their leases expire).
     public var gracePeriod: Duration = .seconds(30)
     /// The waits before a failed task's next attempt: `initialDelay` before the second, each
     /// next wait `multiplier` times longer, at most `maxDelay`, moved at random by up to ±50%
@@ -143,12 +147,16 @@ public final class RemoteWorker: Service, Sendable {
   let drained = WakeSignal()
   /// Wakes the completer: outcomes to store.
   let completions = WakeSignal()
+  /// Signalled when a graceful shutdown begins.
+  let shutdownBegan = WakeSignal()
   let metrics: RemoteMetrics
 
   /// The loops of ``run()`` that outlive the claiming.
   enum Loop: Sendable {
     case heartbeat
     case completer
+    /// The shutdown's end passed (``RemoteWorkerClaimStateMachine/shutdownEnd``).
+    case shutdownEnd
   }
 
   /// A worker named `id` on `queue`, with the default ``Configuration``; its logs go to a
@@ -251,7 +259,7 @@ public final class RemoteWorker: Service, Sendable {
         claiming.addTask { await self.listenForWork() }
         claiming.addTask { await self.pruneLoop() }
         await withGracefulShutdownHandler {
-          await claimLoop(owner: owner)
+          await claimUntilGraceEnds(owner: owner)
         } onGracefulShutdown: {
           let now = ContinuousClock().now
           let grace = self.configuration.gracePeriod
@@ -260,6 +268,7 @@ public final class RemoteWorker: Service, Sendable {
             state.claims.stop(now: now, grace: grace)
           }
           self.wake.signal()
+          self.shutdownBegan.signal()
         }
         state.withLock { $0.stopping = true }
         claiming.cancelAll()
@@ -267,7 +276,14 @@ public final class RemoteWorker: Service, Sendable {
       await shutDown(owner: owner)
       state.withLock { $0.completerStopping = true }
       completions.signal()
-      while let ended = await loops.next(), ended != .completer {}
+      // An outcome still being stored then (the database gone) is left to lease expiry.
+      if let end = state.withLock({ $0.claims.shutdownEnd }) {
+        loops.addTask {
+          try? await Task.sleep(until: end, clock: .continuous)
+          return .shutdownEnd
+        }
+      }
+      while let ended = await loops.next(), ended != .completer, ended != .shutdownEnd {}
       loops.cancelAll()
     }
     job.release()

@@ -19,7 +19,9 @@
 ///   way: a row's attempt that ran in the window (its handler may have ended since) is not
 ///   run again.
 /// - **Shutdown**: claiming, then draining (no claim; running handlers finish until the grace
-///   period's end, their leases kept), then handing back what still runs, then stopped.
+///   period's end, their leases kept), then handing back what still runs, then stopped. The
+///   shutdown's statements end by ``shutdownEnd`` (the grace period and ``handBackAllowance``),
+///   answered or not: with the database gone, the rows left claimed come back by lease expiry.
 struct RemoteWorkerClaimStateMachine: Sendable {
   /// What the claim loop does next.
   enum Action: Equatable {
@@ -52,8 +54,13 @@ struct RemoteWorkerClaimStateMachine: Sendable {
     case stopped
   }
 
+  /// What the hand-back (and the storing of the last outcomes) may take after the grace period.
+  static let handBackAllowance = Duration.seconds(2)
+
   let batchSize: Int
   let maxConcurrent: Int
+  /// The grace period's end, once a shutdown began.
+  private(set) var graceEnd: ContinuousClock.Instant?
   /// The last claim filled its batch.
   private(set) var backlog = false
   /// The suspect row whose handler runs alone, if any.
@@ -138,6 +145,22 @@ struct RemoteWorkerClaimStateMachine: Sendable {
   mutating func stop(now: ContinuousClock.Instant, grace: Duration) {
     guard phase == .claiming else { return }
     phase = .draining(deadline: now + grace)
+    graceEnd = now + grace
+  }
+
+  /// When the shutdown ends at the latest: what is not handed back or stored by then is left
+  /// to lease expiry. `nil` while claiming.
+  var shutdownEnd: ContinuousClock.Instant? {
+    graceEnd.map { $0 + Self.handBackAllowance }
+  }
+
+  /// The time limit of the hand-back statement sent at `now`: what is left until
+  /// ``shutdownEnd``, at most `statementTimeout`; `nil` when nothing is left (the rows are left
+  /// to lease expiry, without a statement).
+  func handBackTimeLimit(now: ContinuousClock.Instant, statementTimeout: Duration) -> Duration? {
+    guard let end = shutdownEnd else { return statementTimeout }
+    guard end > now else { return nil }
+    return min(statementTimeout, end - now)
   }
 
   /// The shutdown's next step at `now`, with `rowsHeld` rows held (handlers running, or their
@@ -146,6 +169,7 @@ struct RemoteWorkerClaimStateMachine: Sendable {
     switch phase {
     case .claiming:
       phase = .draining(deadline: now)
+      graceEnd = now
       return drain(now: now, rowsHeld: rowsHeld)
     case .draining(let deadline):
       if rowsHeld == 0 {

@@ -4,6 +4,7 @@ import JobKitPostgres
 import Logging
 import PostgresNIO
 import RemoteTestSupport
+import ServiceLifecycle
 import Testing
 
 #if canImport(Glibc)
@@ -62,6 +63,115 @@ extension DatabaseTests {
         (try? await client.query("SELECT 1")) != nil
       }
     }
+
+    /// A worker told to stop while its server is gone stops within its grace period and a few
+    /// seconds, though a claim, a result and a hand-back are all without an answer: each gets
+    /// what is left of the grace period (and the hand-back allowance), not a statement's time
+    /// limit, and the rows left claimed come back when their leases expire.
+    @Test(.timeLimit(.minutes(3)))
+    func aWorkerStoppedWhileItsServerIsGoneStopsWithinItsGracePeriod() async throws {
+      let log = CountingLog()
+      let client = PostgresClient(
+        configuration: try PostgresClient.Configuration(url: try #require(TestDatabase.url)),
+        backgroundLogger: log.logger("client"))
+      let clientRun = Task { await client.run() }
+      defer { clientRun.cancel() }
+      let queue = try await TestDatabase.makeQueue(client)
+      let grace = Duration.seconds(2)
+      let configuration = TestDatabase.workerConfiguration(
+        lease: .seconds(3), heartbeat: .milliseconds(500), grace: grace)
+      let worker = RemoteWorker(
+        queue: queue, id: "orphaned", configuration: configuration, logger: log.logger("worker"))
+      let gate = HeldKind.Gate()
+      worker.register(HeldKind.self, handler: HeldKind.handler(gate))
+      let group = ServiceGroup(services: [worker], logger: TestDatabase.logger)
+      let run = Task { try await group.run() }
+      _ = try await queue.enqueue(HeldKind.self, .untilCancelled, idempotencyKey: "held")
+      _ = try await queue.enqueue(HeldKind.self, .whenTheGateOpens, idempotencyKey: "ending")
+      try await TestDatabase.eventually("the worker runs both rows") {
+        try await TestDatabase.rows(client, queue: queue.name).values.filter { $0.state == "running" }.count == 2
+      }
+      #expect(ServerControl.run("stop", "-m", "fast") == 0)
+      // The second handler ends with the server gone: its result waits to be stored, and its
+      // free slot sends the claim loop to the server.
+      gate.open()
+      try await TestDatabase.eventually("the second handler ended") { gate.passed }
+      let start = ContinuousClock.now
+      await group.triggerGracefulShutdown()
+      // A hang fails the test: the limit is far above what a bounded shutdown takes.
+      let stopped = await withTaskGroup(of: Bool.self) { wait in
+        wait.addTask {
+          _ = try? await run.value
+          return true
+        }
+        wait.addTask {
+          try? await Task.sleep(for: grace + .seconds(10))
+          return false
+        }
+        let first = await wait.next() ?? false
+        if !first { run.cancel() }
+        wait.cancelAll()
+        return first
+      }
+      #expect(
+        stopped,
+        "the worker did not stop within its grace period and 10 s:\n\(log.timeline("worker", since: start))")
+      #expect(worker.statistics.handedBack == 0)
+      #expect(worker.statistics.completed == 0)
+      #expect(log.count(containing: "hand rows back") == 1)
+      #expect(ServerControl.run("start") == 0)
+      try await TestDatabase.eventually("the server is back", timeout: .seconds(60)) {
+        (try? await client.query("SELECT 1")) != nil
+      }
+      // The rows left claimed run again once their leases expired.
+      let register: (RemoteWorker) -> Void = { $0.register(HeldKind.self, handler: HeldKind.handler(gate)) }
+      try await TestDatabase.withWorker(queue, id: "rescuer", configuration: configuration, register: register) { _ in
+        try await TestDatabase.eventually("the rows ran again") {
+          try await TestDatabase.rows(client, queue: queue.name).values.allSatisfy { $0.state == "completed" }
+        }
+      }
+      let rows = try await TestDatabase.rows(client, queue: queue.name)
+      #expect(rows["held"]?.attempt == 2)
+      #expect(rows["ending"]?.attempt == 2)
+    }
+  }
+}
+
+/// The shutdown test's kind: a first attempt that runs until it is cancelled, or that answers
+/// once the test opens a gate; later attempts answer at once.
+enum HeldKind: RemoteTaskKind {
+  enum Input: Int, Codable, Sendable {
+    case untilCancelled
+    case whenTheGateOpens
+  }
+  typealias Output = Int
+  static let name = "held"
+
+  /// Opened by the test; passed by the handler that waited for it.
+  final class Gate: @unchecked Sendable {
+    // @unchecked Sendable: both flags are only touched with `lock` held.
+    private let lock = NSLock()
+    private var isOpen = false
+    private var didPass = false
+
+    func open() { lock.withLock { isOpen = true } }
+    var opened: Bool { lock.withLock { isOpen } }
+    func pass() { lock.withLock { didPass = true } }
+    var passed: Bool { lock.withLock { didPass } }
+  }
+
+  static func handler(_ gate: Gate) -> @Sendable (Input, RemoteTaskContext) async throws -> Int {
+    { input, context in
+      guard context.attempt == 1 else { return input.rawValue }
+      switch input {
+      case .untilCancelled:
+        try await Task.sleep(for: .seconds(600))
+      case .whenTheGateOpens:
+        while !gate.opened { try await Task.sleep(for: .milliseconds(20)) }
+        gate.pass()
+      }
+      return input.rawValue
+    }
   }
 }
 
@@ -87,7 +197,7 @@ enum ServerControl {
 final class CountingLog: @unchecked Sendable {
   // @unchecked Sendable: `messages` is only touched with `lock` held.
   private let lock = NSLock()
-  private var messages: [(label: String, text: String)] = []
+  private var messages: [(label: String, text: String, time: ContinuousClock.Instant)] = []
 
   /// A logger (every level) whose messages this log keeps under `label`.
   func logger(_ label: String) -> Logger {
@@ -97,7 +207,7 @@ final class CountingLog: @unchecked Sendable {
   func append(_ label: String, _ text: String) {
     lock.lock()
     defer { lock.unlock() }
-    messages.append((label, text))
+    messages.append((label, text, ContinuousClock.now))
   }
 
   func reset() {
@@ -110,6 +220,18 @@ final class CountingLog: @unchecked Sendable {
     lock.lock()
     defer { lock.unlock() }
     return messages.filter { $0.text.contains(text) }.count
+  }
+
+  /// The messages of `label` since `start`, one a line, each with the seconds since `start`.
+  func timeline(_ label: String, since start: ContinuousClock.Instant) -> String {
+    lock.lock()
+    defer { lock.unlock() }
+    return messages.filter { $0.label == label && $0.time >= start }
+      .map { message in
+        let (seconds, attoseconds) = (message.time - start).components
+        return String(format: "%.2f s ", Double(seconds) + Double(attoseconds) / 1e18) + message.text
+      }
+      .joined(separator: "\n")
   }
 
   func count(label: String) -> Int {

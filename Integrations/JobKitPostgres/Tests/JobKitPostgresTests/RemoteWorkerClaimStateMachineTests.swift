@@ -115,6 +115,44 @@ import Testing
     #expect(machine.drain(now: start, rowsHeld: 2) == .handBack)
   }
 
+  @Test func aShutdownsHandBackGetsWhatIsLeftOfTheGracePeriodAndTheAllowance() {
+    var machine = Machine(batchSize: 8, maxConcurrent: 16)
+    let start = ContinuousClock().now
+    let allowance = Machine.handBackAllowance
+    // Before a shutdown: a statement's own time limit.
+    #expect(machine.shutdownEnd == nil)
+    #expect(machine.handBackTimeLimit(now: start, statementTimeout: .seconds(10)) == .seconds(10))
+    machine.stop(now: start, grace: .seconds(5))
+    #expect(machine.graceEnd == start + .seconds(5))
+    #expect(machine.shutdownEnd == start + .seconds(5) + allowance)
+    // Early (every handler ended): the statement's own limit, when it is shorter.
+    #expect(machine.handBackTimeLimit(now: start + .seconds(1), statementTimeout: .seconds(3)) == .seconds(3))
+    #expect(
+      machine.handBackTimeLimit(now: start + .seconds(1), statementTimeout: .seconds(10))
+        == .seconds(4) + allowance)
+    // At the grace end (handlers still running): the allowance.
+    _ = machine.drain(now: start + .seconds(5), rowsHeld: 1)
+    #expect(machine.handBackTimeLimit(now: start + .seconds(5), statementTimeout: .seconds(10)) == allowance)
+    // Past the shutdown's end (the claim loop waited that long): no statement.
+    #expect(machine.handBackTimeLimit(now: start + .seconds(5) + allowance, statementTimeout: .seconds(10)) == nil)
+  }
+
+  @Test func aSecondStopKeepsTheGraceEnd() {
+    var machine = Machine(batchSize: 8, maxConcurrent: 16)
+    let start = ContinuousClock().now
+    machine.stop(now: start, grace: .seconds(5))
+    machine.stop(now: start + .seconds(3), grace: .zero)
+    #expect(machine.graceEnd == start + .seconds(5))
+  }
+
+  @Test func drainingWithoutAStopEndsTheGracePeriodAtOnce() {
+    var machine = Machine(batchSize: 8, maxConcurrent: 16)
+    let start = ContinuousClock().now
+    _ = machine.drain(now: start, rowsHeld: 1)
+    #expect(machine.graceEnd == start)
+    #expect(machine.handBackTimeLimit(now: start, statementTimeout: .seconds(10)) == Machine.handBackAllowance)
+  }
+
   @Test func drainingWithoutAStopBeginsAShutdownWithoutGrace() {
     var machine = Machine(batchSize: 8, maxConcurrent: 16)
     let start = ContinuousClock().now
