@@ -32,9 +32,19 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
   /// two or three times. Exclusivity unchecked: the stripe's lock already excludes other accesses.
   @exclusivity(unchecked) private var workState = WorkState()
 
-  /// Runs `body` on the outcome state under the task's stripe lock. `body` must only touch state.
-  private func withWorkState<Result>(_ body: (inout WorkState) -> Result) -> Result {
-    SharedLocks.withLock(for: self) { body(&workState) }
+  /// Reads the outcome state under the task's stripe lock.
+  private func readWorkState<Result>(_ body: (WorkState) -> Result) -> Result {
+    SharedLocks.withLock(for: self) { body(workState) }
+  }
+
+  /// Changes the outcome state under the task's stripe lock, only while no outcome is recorded
+  /// (else returns `nil`): once one is, the state is never written again, because the job
+  /// routing the finished task reads it with no lock (`outcomeParts`). `body` only touches state.
+  private func changeIncompleteWorkState<Result>(_ body: (inout WorkState) -> Result) -> Result? {
+    SharedLocks.withLock(for: self) {
+      guard !workState.isComplete else { return nil }
+      return body(&workState)
+    }
   }
 
   /// Creates a task whose synchronous `body` runs on the thread that starts it.
@@ -61,7 +71,7 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
 
   /// The outcome, `nil` until the task finished (see the type's documentation).
   public var result: Result<Output, any Error>? {
-    let state = withWorkState { $0 }
+    let state = readWorkState { $0 }
     guard state.isComplete else { return nil }
     return Self.outcome(of: state)
   }
@@ -170,7 +180,8 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
         }
         self.complete(value: value, failure: nil)
       }
-      withWorkState { $0.runner = runner }
+      // Not if the body finished already (on the runner's thread).
+      changeIncompleteWorkState { $0.runner = runner }
     case .callback(let run):
       run { outcome in self.complete(outcome) }
     }
@@ -179,15 +190,13 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
   /// Cancels the Swift task running an `async` body. Called once, after ``operationStart()``
   /// returned, on the thread that called `cancel()`.
   public final override func operationCancelled() {
-    withWorkState { $0.runner }?.cancel()
+    readWorkState { $0.runner }?.cancel()
   }
 
   override func startCancelled() {
-    withWorkState { state in
-      if !state.isComplete {
-        state.isComplete = true
-        state.failure = CancellationError()
-      }
+    changeIncompleteWorkState { state in
+      state.isComplete = true
+      state.failure = CancellationError()
     }
     super.startCancelled()
   }
@@ -195,11 +204,9 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
   /// A failed dependency skips the task: its ``result`` is `.failure(error)` (a
   /// ``JobKitError/Code/dependencyFailed``), and it is cancelled, so its body never runs.
   override func skipForFailedDependency(_ error: JobKitError) {
-    withWorkState { state in
-      if !state.isComplete {
-        state.isComplete = true
-        state.failure = error
-      }
+    changeIncompleteWorkState { state in
+      state.isComplete = true
+      state.failure = error
     }
     cancel()
   }
@@ -220,12 +227,16 @@ open class Work<Output: Sendable>: ConcurrentOperation, @unchecked Sendable {
   private func complete(value: (any Sendable)?, failure: (any Error)?) {
     guard let failure, failure is CancellationError else {
       // A value or a failure: recorded and finished under one lock (the task's mutex guards both).
-      if !operationDone(error: failure, recordingFirst: { workState.record(value: value, failure: failure) }) {
+      // A second outcome only reads the state (see `changeIncompleteWorkState`).
+      let recorded = operationDone(error: failure) {
+        !workState.isComplete && workState.record(value: value, failure: failure)
+      }
+      if !recorded {
         reportCompletedTwice()
       }
       return
     }
-    guard withWorkState({ $0.record(value: nil, failure: failure) }) else {
+    guard changeIncompleteWorkState({ $0.record(value: nil, failure: failure) }) == true else {
       reportCompletedTwice()
       return
     }
