@@ -116,7 +116,6 @@ public final class BlockTask: ConcurrentOperation, ContextConsuming, @unchecked 
   }
 
   /// Runs a synchronous body on this thread with `context` bound, then finishes.
-  @inline(__always)
   private func runSync(_ context: JobContext, _ run: (JobContext) throws -> Void) {
     do {
       try JobContext.$current.withValue(context) { try run(context) }

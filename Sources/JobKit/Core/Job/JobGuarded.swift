@@ -18,7 +18,7 @@ extension JobController {
   /// job's lock, through the job's door (``JobController/withJobState(_:)``): what the job's
   /// state left to do after it is done after the lock, as for any transition. Inlined: out of
   /// line, a group's transition closure would retain what it captures (per routed task).
-  @inline(__always)
+  @inline(__always)  // Measured: out of line, grp-seq +1.3%, grp-co +0.8% (Benchmarks/README.md).
   func withJobLock<Value, Result>(
     _ guarded: JobGuarded<Value>, _ transition: (inout JobState, inout Value) -> Result
   ) -> Result {

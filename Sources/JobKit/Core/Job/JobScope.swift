@@ -57,7 +57,6 @@ extension JobController {
   /// Hands the job's scope to `task` as `track` tracks it, before it is queued. A nested job
   /// takes it only if it has none and `queuedHere` (this job queues it: it has not started, so
   /// nothing reads its scope yet).
-  @inline(__always)
   func handDownScope(to task: Operation, queuedHere: Bool) {
     guard let scope = inheritedScope?.handedDown else { return }
     if let job = task as? JobController {

@@ -161,8 +161,6 @@ extension JobState {
 
   /// After a transition on `thread`: whether it drains now, and how (see ``Outbox/claim``).
   /// `inTrack`: asked by a `track` call, which is where `main()`'s thread routes while it runs.
-  /// Out of line: every door asks it, and would grow with it inlined.
-  @inline(never)
   mutating func claimDrain(on thread: UInt, inTrack: Bool = false) -> Outbox<TaskNode, PendingJobEvent>.Role {
     // A thread drains already (usually this one, a door inside a callback): whether this thread
     // may route, and whether a step is due, do not matter then.
@@ -198,15 +196,12 @@ extension JobState {
     return takeNonEmptyAfterLockEffects()
   }
 
-  /// Out of line: the door and the drain, which ask after every transition and batch, stay small.
-  @inline(never)
   private mutating func takeNonEmptyAfterLockEffects() -> AfterLockEffects {
     exchange(&afterLockEffects, with: AfterLockEffects())
   }
 
   /// Takes, right after a transition on `thread`, what it left to do after the lock (see
   /// ``AfterLock``); the claim as `claim` says.
-  @inline(__always)
   mutating func afterTransition(_ claim: DrainClaim, on thread: UInt) -> AfterLock {
     let effects = takeAfterLockEffects()
     switch claim {
