@@ -29,6 +29,10 @@ fi
 
 if [[ -n "${JOBKIT_POSTGRES_PGCTL:-}" && -n "${JOBKIT_POSTGRES_DATA:-}" ]]; then
   psql "$JOBKIT_POSTGRES_URL" -qc "ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'"
+  if [[ "${BREAKDOWN:-}" == 1 ]]; then
+    # The breakdown's server time per statement counts planning too.
+    psql "$JOBKIT_POSTGRES_URL" -qc "ALTER SYSTEM SET pg_stat_statements.track_planning = on"
+  fi
   # shellcheck disable=SC2086 # JOBKIT_POSTGRES_RUNAS is a command prefix of several words
   $JOBKIT_POSTGRES_RUNAS "$JOBKIT_POSTGRES_PGCTL" -D "$JOBKIT_POSTGRES_DATA" -l "${JOBKIT_POSTGRES_LOG:-/dev/null}" \
     -w -t 60 restart >/dev/null
