@@ -32,6 +32,12 @@ if [[ -n "${JOBKIT_POSTGRES_PGCTL:-}" && -n "${JOBKIT_POSTGRES_DATA:-}" ]]; then
   # shellcheck disable=SC2086 # JOBKIT_POSTGRES_RUNAS is a command prefix of several words
   $JOBKIT_POSTGRES_RUNAS "$JOBKIT_POSTGRES_PGCTL" -D "$JOBKIT_POSTGRES_DATA" -l "${JOBKIT_POSTGRES_LOG:-/dev/null}" \
     -w -t 60 restart >/dev/null
+  if [[ "${BREAKDOWN:-}" == 1 ]]; then
+    # The breakdown's server time per statement counts planning too (a setting of the loaded
+    # extension: set once it is loaded).
+    psql "$JOBKIT_POSTGRES_URL" -qc "ALTER SYSTEM SET pg_stat_statements.track_planning = on" \
+      -c "SELECT pg_reload_conf()" >/dev/null
+  fi
 fi
 
 if [[ -n "${REMOTE_BENCH:-}" ]]; then

@@ -141,7 +141,7 @@ struct Bench: Sendable {
     seconds: Double, statements: Int, cpu: CPUSeconds,
     waits: (before: WaitReading, after: WaitReading),
     label: String,
-    breakdown: (before: [String: (calls: Int, rows: Int)], after: [String: (calls: Int, rows: Int)])?
+    breakdown: (before: [String: StatementFigures], after: [String: StatementFigures])?
   ) -> RunFigures {
     let tasks = Double(settings.tasks)
     if let breakdown {
@@ -163,7 +163,7 @@ struct Bench: Sendable {
         ? (waits.after.busy - waits.before.busy) / all * Double(ProcessInfo.processInfo.activeProcessorCount) : 0)
   }
 
-  private func breakdownIfAsked() async throws -> [String: (calls: Int, rows: Int)]? {
+  private func breakdownIfAsked() async throws -> [String: StatementFigures]? {
     settings.breakdown ? try await counter.breakdown() : nil
   }
 

@@ -53,39 +53,47 @@ struct StatementCounter: Sendable {
   }
 }
 
+/// A statement's calls, rows and server time (execution and planning, ms).
+typealias StatementFigures = (calls: Int, rows: Int, milliseconds: Double)
+
 extension StatementCounter {
-  /// Calls and rows per statement text so far (`pg_stat_statements` only; empty otherwise).
-  func breakdown() async throws -> [String: (calls: Int, rows: Int)] {
+  /// Calls, rows and the server's time (execution and planning, ms) per statement text so far
+  /// (`pg_stat_statements` only; empty otherwise).
+  func breakdown() async throws -> [String: StatementFigures] {
     guard source == .statements else { return [:] }
-    var result: [String: (calls: Int, rows: Int)] = [:]
+    var result: [String: StatementFigures] = [:]
     let rows = try await client.query(
       """
-      SELECT query, sum(calls)::bigint, sum(rows)::bigint /* remote-bench */ FROM pg_stat_statements
+      SELECT query, sum(calls)::bigint, sum(rows)::bigint,
+        sum(total_exec_time + total_plan_time)::float8 /* remote-bench */ FROM pg_stat_statements
       WHERE query NOT LIKE '%remote-bench%' GROUP BY query
       """, logger: logger)
-    for try await (query, calls, count) in rows.decode((String, Int64, Int64).self) {
-      result[query] = (Int(calls), Int(count))
+    for try await (query, calls, count, milliseconds) in rows.decode((String, Int64, Int64, Double).self) {
+      result[query] = (Int(calls), Int(count), milliseconds)
     }
     return result
   }
 
   /// The statements between two breakdowns, most called first, one line each: calls per task,
-  /// rows per call, and the statement's start.
+  /// rows per call, the server's time per task (µs; planning counted with `track_planning`),
+  /// and the statement's start.
   static func describe(
-    from before: [String: (calls: Int, rows: Int)], to after: [String: (calls: Int, rows: Int)], tasks: Int
+    from before: [String: StatementFigures],
+    to after: [String: StatementFigures], tasks: Int
   ) -> String {
     var lines: [(Int, String)] = []
     for (query, figures) in after {
       let calls = figures.calls - (before[query]?.calls ?? 0)
       let rows = figures.rows - (before[query]?.rows ?? 0)
+      let milliseconds = figures.milliseconds - (before[query]?.milliseconds ?? 0)
       guard calls > 0 else { continue }
       let text = query.split(whereSeparator: \.isWhitespace).joined(separator: " ").prefix(90)
       lines.append(
         (
           calls,
           String(
-            format: "  %8.4f calls/task %9.1f rows/call  ", Double(calls) / Double(tasks),
-            Double(rows) / Double(calls)) + text
+            format: "  %8.4f calls/task %9.1f rows/call %7.1f µs/task  ", Double(calls) / Double(tasks),
+            Double(rows) / Double(calls), milliseconds * 1000 / Double(tasks)) + text
         ))
     }
     return lines.sorted { $0.0 > $1.0 }.map(\.1).joined(separator: "\n")

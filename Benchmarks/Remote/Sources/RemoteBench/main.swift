@@ -54,11 +54,23 @@ func argument(_ name: String) -> String? {
   return arguments[index + 1]
 }
 
+/// Ends this worker process once the benchmark that started it is gone (one that failed leaves
+/// no worker behind, retrying against a server that was stopped): checked every second on a
+/// thread of its own.
+func exitWithParent() {
+  let parent = getppid()
+  Thread.detachNewThread {
+    while getppid() == parent { Thread.sleep(forTimeInterval: 1) }
+    exit(2)
+  }
+}
+
 let mode = CommandLine.arguments.dropFirst().first ?? ""
 let client = PostgresClient(configuration: configuration, backgroundLogger: clientLogger)
 
 switch mode {
 case "worker":
+  exitWithParent()
   guard let queueName = argument("--queue"), let id = argument("--id") else { fatal("worker needs --queue and --id") }
   let queue = RemoteQueue(client: client, name: queueName, configuration: .init(), logger: logger)
   let worker = RemoteWorker(queue: queue, id: id, configuration: .init(), logger: logger)
@@ -74,6 +86,7 @@ case "worker":
   }
 
 case "floor-worker":
+  exitWithParent()
   guard let queue = argument("--queue"), let batch = argument("--batch").flatMap(Int.init) else {
     fatal("floor-worker needs --queue and --batch")
   }

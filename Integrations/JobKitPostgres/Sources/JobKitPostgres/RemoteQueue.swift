@@ -149,22 +149,37 @@ public final class RemoteQueue: Service, Sendable {
 
   /// The final rows among `ids`, and those that no longer exist (state `vanished`).
   func finalRows(among ids: [Int64]) async throws -> [(Int64, RemoteRow)] {
-    try await statement(
-      """
-      SELECT id, state, output, error_message, attempt, error_code FROM jobkit_remote_tasks
-      WHERE id = ANY(\(ids)) AND state IN ('completed', 'failed', 'cancelled')
-      UNION ALL
-      SELECT w.id, 'vanished', NULL, NULL, 0, NULL FROM unnest(\(ids)::bigint[]) AS w(id)
-      WHERE NOT EXISTS (SELECT 1 FROM jobkit_remote_tasks t WHERE t.id = w.id)
-      """
-    ) { rows in
-      var result: [(Int64, RemoteRow)] = []
-      for try await row in rows.decode((Int64, String, Data?, String?, Int32, String?).self) {
-        result.append(
-          (row.0, RemoteRow(state: row.1, output: row.2, message: row.3, attempt: Int(row.4), code: row.5)))
-      }
-      return result
-    }
+    try await prepared(FinalRowsStatement(ids: ids))
+  }
+}
+
+/// The final rows among `ids` (``RemoteQueue/finalRows(among:)``), prepared once per
+/// connection; a row that no longer exists comes back as `vanished`.
+struct FinalRowsStatement: PostgresPreparedStatement {
+  typealias Row = (Int64, RemoteRow)
+
+  static let name = "jobkit_remote_final_rows_1"
+
+  static let sql = """
+    SELECT id, state, output, error_message, attempt, error_code FROM jobkit_remote_tasks
+    WHERE id = ANY($1::bigint[]) AND state IN ('completed', 'failed', 'cancelled')
+    UNION ALL
+    SELECT w.id, 'vanished', NULL, NULL, 0, NULL FROM unnest($1::bigint[]) AS w(id)
+    WHERE NOT EXISTS (SELECT 1 FROM jobkit_remote_tasks t WHERE t.id = w.id)
+    """
+
+  let ids: [Int64]
+
+  func makeBindings() throws -> PostgresBindings {
+    var bindings = PostgresBindings(capacity: 1)
+    bindings.append(ids)
+    return bindings
+  }
+
+  func decodeRow(_ row: PostgresRow) throws -> Row {
+    let (id, state, output, message, attempt, code) = try row.decode(
+      (Int64, String, Data?, String?, Int32, String?).self)
+    return (id, RemoteRow(state: state, output: output, message: message, attempt: Int(attempt), code: code))
   }
 }
 

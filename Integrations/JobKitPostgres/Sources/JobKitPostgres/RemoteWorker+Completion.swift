@@ -172,46 +172,14 @@ extension RemoteWorker {
         delays.append(0)
       }
     }
-    return try await queue.statement(
-      """
-      WITH c AS (
-        SELECT * FROM unnest(\(ids)::bigint[], \(attempts)::integer[], \(kinds)::integer[], \(outputs)::bytea[],
-          \(messages)::text[], \(delays)::float8[], \(codes)::text[]) AS c(id, attempt, outcome, output, message, delay, code)
-      ), locked AS (
-        -- Locked in id order, as by every multi-row update of a worker: no deadlock.
-        SELECT t.id FROM jobkit_remote_tasks t JOIN c ON t.id = c.id WHERE t.owner = \(owner)
-        ORDER BY t.id FOR UPDATE OF t
-      ), stored AS (
-        UPDATE jobkit_remote_tasks t SET
-          state = CASE WHEN c.outcome = 0 THEN 'completed'
-            WHEN t.cancel_requested THEN 'cancelled'
-            WHEN c.outcome IN (2, 3) AND t.attempt < t.max_attempts THEN 'available' ELSE 'failed' END,
-          output = CASE WHEN c.outcome = 0 THEN c.output ELSE t.output END,
-          error_message = CASE WHEN c.outcome = 0 OR (c.outcome = 3 AND t.cancel_requested) THEN t.error_message
-            ELSE c.message END,
-          error_code = CASE WHEN c.outcome = 0 OR (c.outcome = 3 AND t.cancel_requested) THEN t.error_code
-            ELSE c.code END,
-          suspect = false,
-          finished_at = CASE WHEN c.outcome = 0 OR t.cancel_requested
-            OR NOT (c.outcome IN (2, 3) AND t.attempt < t.max_attempts) THEN now() END,
-          lease_expires_at = NULL,
-          run_after = CASE WHEN c.outcome = 0 THEN t.run_after ELSE now() + make_interval(secs => c.delay) END
-        FROM c JOIN locked ON locked.id = c.id
-        WHERE t.id = c.id AND t.attempt = c.attempt AND t.owner = \(owner) AND t.state = 'running'
-        RETURNING t.id, t.state
-      )
-      SELECT id, state FROM stored
-      UNION ALL
-      SELECT t.id, t.state FROM jobkit_remote_tasks t JOIN c ON t.id = c.id AND t.attempt = c.attempt
-      WHERE t.owner = \(owner) AND t.state <> 'running'
-      """
-    ) { rows in
-      var stored: [Int64: String] = [:]
-      for try await (id, state) in rows.decode((Int64, String).self) {
-        stored[id] = state
-      }
-      return stored
+    let store = StoreOutcomesStatement(
+      owner: owner, ids: ids, attempts: attempts, outcomes: kinds, outputs: outputs, messages: messages,
+      delays: delays, codes: codes)
+    var stored: [Int64: String] = [:]
+    for (id, state) in try await queue.prepared(store) {
+      stored[id] = state
     }
+    return stored
   }
 
   /// The wait before the attempt after `attempt`, as ``Configuration/retryPolicy`` says.
@@ -231,5 +199,75 @@ extension RetryPolicy {
       maxAttempts: maxAttempts ?? self.maxAttempts, initialDelay: initialDelay ?? self.initialDelay,
       multiplier: multiplier ?? self.multiplier, maxDelay: maxDelay ?? self.maxDelay, jitter: jitter,
       retryIf: retryIf)
+  }
+}
+
+/// The fenced store of a batch of outcomes (``RemoteWorker``'s completer), prepared once per
+/// connection. Each row's state: updated now, or found already stored by this run and attempt;
+/// a row missing from the answer was rejected by the fence.
+struct StoreOutcomesStatement: PostgresPreparedStatement {
+  typealias Row = (Int64, String)
+
+  static let name = "jobkit_remote_store_outcomes_1"
+
+  static let sql = """
+    WITH c AS (
+      SELECT * FROM unnest($2::bigint[], $3::integer[], $4::integer[], $5::bytea[], $6::text[], $7::float8[],
+        $8::text[]) AS c(id, attempt, outcome, output, message, delay, code)
+    ), locked AS (
+      -- Locked in id order, as by every multi-row update of a worker: no deadlock.
+      SELECT t.id FROM jobkit_remote_tasks t JOIN c ON t.id = c.id WHERE t.owner = $1
+      ORDER BY t.id FOR UPDATE OF t
+    ), stored AS (
+      UPDATE jobkit_remote_tasks t SET
+        state = CASE WHEN c.outcome = 0 THEN 'completed'
+          WHEN t.cancel_requested THEN 'cancelled'
+          WHEN c.outcome IN (2, 3) AND t.attempt < t.max_attempts THEN 'available' ELSE 'failed' END,
+        output = CASE WHEN c.outcome = 0 THEN c.output ELSE t.output END,
+        error_message = CASE WHEN c.outcome = 0 OR (c.outcome = 3 AND t.cancel_requested) THEN t.error_message
+          ELSE c.message END,
+        error_code = CASE WHEN c.outcome = 0 OR (c.outcome = 3 AND t.cancel_requested) THEN t.error_code
+          ELSE c.code END,
+        suspect = false,
+        finished_at = CASE WHEN c.outcome = 0 OR t.cancel_requested
+          OR NOT (c.outcome IN (2, 3) AND t.attempt < t.max_attempts) THEN now() END,
+        lease_expires_at = NULL,
+        run_after = CASE WHEN c.outcome = 0 THEN t.run_after ELSE now() + make_interval(secs => c.delay) END
+      FROM c JOIN locked ON locked.id = c.id
+      WHERE t.id = c.id AND t.attempt = c.attempt AND t.owner = $1 AND t.state = 'running'
+      RETURNING t.id, t.state
+    )
+    SELECT id, state FROM stored
+    UNION ALL
+    SELECT t.id, t.state FROM jobkit_remote_tasks t JOIN c ON t.id = c.id AND t.attempt = c.attempt
+    WHERE t.owner = $1 AND t.state <> 'running'
+    """
+
+  let owner: String
+  let ids: [Int64]
+  let attempts: [Int32]
+  /// 0 completed, 1 failed for good, 2 failed and retryable, 3 cancelled by the handler.
+  let outcomes: [Int32]
+  let outputs: [ByteBuffer]
+  let messages: [String]
+  /// The wait before the next attempt, in seconds.
+  let delays: [Double]
+  let codes: [String]
+
+  func makeBindings() throws -> PostgresBindings {
+    var bindings = PostgresBindings(capacity: 8)
+    bindings.append(owner)
+    bindings.append(ids)
+    bindings.append(attempts)
+    bindings.append(outcomes)
+    bindings.append(outputs)
+    bindings.append(messages)
+    bindings.append(delays)
+    bindings.append(codes)
+    return bindings
+  }
+
+  func decodeRow(_ row: PostgresRow) throws -> Row {
+    try row.decode(Row.self)
   }
 }
