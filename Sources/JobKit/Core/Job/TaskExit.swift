@@ -95,7 +95,7 @@ struct TaskExit {
   static let batchLimit = 256
 }
 
-// MARK: - Carrying exits out
+// MARK: - Performing exits
 
 extension JobController {
   /// Carries out `exits` with no lock held, in their order (see ``TaskExit``). Those that ask for
@@ -125,6 +125,7 @@ extension JobController {
 
   /// Prepares `exit`'s task and sends it on. Returns `true` if it asks for a slot first. The
   /// common exit, nothing to prepare and queued at once, takes two tests.
+  // Inlined: a sequential group's every step takes it (callgrind, grp-seq: 0.5% of a task).
   @inline(__always)
   private func performOne(_ exit: TaskExit) -> Bool {
     if exit.needsPreparing {
@@ -138,6 +139,7 @@ extension JobController {
   }
 
   /// The steps before `exit`'s task is queued, in their order.
+  // Inlined with `performOne`: a group's exits hand their context on every step.
   @inline(__always)
   private func prepare(_ exit: TaskExit) {
     if exit.confirmsTracking {
