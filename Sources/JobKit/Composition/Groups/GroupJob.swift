@@ -100,7 +100,7 @@ open class GroupJob: JobController, @unchecked Sendable {
         .invalidLimit,
         "\(type(of: self)) was given maxRunning \(source.requestedMaxRunning); it needs 1 or more, so it uses 1")
     }
-    performAdmissionExits(withJobLock(groupState) { job, group in group.start(job: &job) })
+    performExits(withJobLock(groupState) { job, group in group.start(job: &job) })
     pullFromSource()
   }
 
@@ -182,7 +182,7 @@ open class GroupJob: JobController, @unchecked Sendable {
     }
     while let reservation = consume slot {
       guard let task = source.next() else {
-        performAdmissionExits(withJobLock(groupState) { job, group in group.sourceExhausted(job: &job) })
+        performExits(withJobLock(groupState) { job, group in group.sourceExhausted(job: &job) })
         return
       }
       prepareForAdmission(task, shared: reservation.shared)
@@ -225,7 +225,7 @@ open class GroupJob: JobController, @unchecked Sendable {
     switch consume routing {
     case .proceed(let exit, let pull):
       if let exit {
-        performAdmissionExit(exit)
+        performExit(exit)
       }
       return pull
     case .fail(let error):
@@ -253,7 +253,7 @@ open class GroupJob: JobController, @unchecked Sendable {
   func setHeld(_ isHeld: Bool, generation: UInt64) {
     let exits = withJobState { $0.setAdmissionPaused(isHeld, generation: generation) }
     if !exits.isEmpty {
-      performAdmissionExits(exits)
+      performExits(exits)
     }
   }
 

@@ -57,7 +57,7 @@ struct GroupState {
   // MARK: Running
 
   /// `main()` runs (the job cannot finish meanwhile): the admission opens.
-  mutating func start(job: inout JobState) -> [AdmissionExit] {
+  mutating func start(job: inout JobState) -> [TaskExit] {
     isStarted = true
     return job.openAdmission()
   }
@@ -65,7 +65,7 @@ struct GroupState {
   enum Routing {
     /// Carry out the exit (the next task of a sequential group), if any; then, if `pull` is
     /// given, pull from the source into the slot it reserved.
-    case proceed(AdmissionExit?, pull: ReservedPull?)
+    case proceed(TaskExit?, pull: ReservedPull?)
     /// The task failed and the group stops on failure: fail the job with `error`.
     case fail(any Error)
     /// The task cancelled itself and the group propagates that: cancel the job. Its turn is not
@@ -124,7 +124,7 @@ struct GroupState {
 
   /// The source returned `nil` for the reserved slot: the slot is free and nothing more is
   /// pulled. Returns the exits to carry out (a sequential group's added tasks may go now).
-  mutating func sourceExhausted(job: inout JobState) -> [AdmissionExit] {
+  mutating func sourceExhausted(job: inout JobState) -> [TaskExit] {
     source?.running -= 1
     source?.isExhausted = true
     return mode == .sequential ? job.setAdmissionBlocked(false) : []

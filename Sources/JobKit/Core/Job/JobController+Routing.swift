@@ -137,8 +137,8 @@ extension JobController {
 
   /// Performs one batch: events, progress, then its work.
   private func perform(_ batch: JobState.Drain) -> Performed {
-    if !batch.released.isEmpty {
-      performReleases(batch.released)
+    if !batch.exits.isEmpty {
+      performExits(batch.exits)
     }
     if let delivery = batch.events {
       deliver(delivery)
@@ -213,8 +213,8 @@ extension JobController {
       if let timeout = actions.timeout {
         timeout.cancel()
       }
-      if !actions.admitted.isEmpty {
-        queueAdmitted(actions.admitted)
+      if !actions.exits.isEmpty {
+        performExits(actions.exits)
       }
     }
     if role == .drainer, first == nil { return }  // nothing left: the drainer was released
@@ -281,27 +281,11 @@ extension JobController {
         task.cancel(handingDown: reason)
       }
     }
-    // Tasks a suspension held back go to their queues after their cancel: they finish at once.
-    if !actions.admitted.isEmpty {
-      queueAdmitted(actions.admitted)
-    }
-    for (task, queue) in actions.startsCancelled {
-      startWithoutRunning(task, orQueueOn: queue)
+    // The tasks the stop let go, after their cancel: they finish at once.
+    if !actions.exits.isEmpty {
+      performExits(actions.exits)
     }
     drainIfIdle()
-  }
-
-  /// Starts `task`, cancelled before it was ever queued, on this thread, so it finishes at once
-  /// without running its work (a nested job's own stop then runs as a later step of this
-  /// thread's stop trampoline, see `Trampoline`). One that is not ready yet goes to `queue`, which starts
-  /// it once ready; one that runs or finished elsewhere is left alone.
-  private func startWithoutRunning(_ task: Operation, orQueueOn queue: OperationQueue) {
-    guard !task.isExecuting && !task.isFinished else { return }
-    if task.isReady {
-      task.start()
-    } else {
-      addToQueue(task, queue)
-    }
   }
 
   /// A tracked `ConcurrentOperation` started while events were listened to.

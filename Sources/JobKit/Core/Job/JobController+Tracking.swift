@@ -189,13 +189,6 @@ extension JobController {
     reportMisuse(
       .taskAlreadyQueued, "\(type(of: task)) is already queued by a job; tracked, not queued a second time")
   }
-
-  /// Queues tasks that were waiting for a slot of their group's limit and just got one.
-  func queueAdmitted(_ admitted: [JobState.Admission]) {
-    for (task, queue) in admitted {
-      enqueue(task, on: queue)
-    }
-  }
 }
 
 /// Tracking with ``TaskOptions``: a timeout per attempt, retries, or both.

@@ -11,13 +11,10 @@ extension JobState {
     var timers: [any JobTimer] = []
     /// The stop was recorded now, with tasks still tracked: the caller arms the grace period.
     var armsGrace = false
-    /// Tasks a suspension held back, let go by the stop: the caller queues them after the
-    /// cancels, so they finish without running.
-    var admitted: [Admission] = []
-    /// Tasks that waited for the job's admission, let go by the stop: after the cancels, the
-    /// caller starts each on its thread (it finishes at once, without running), or queues one
-    /// that is not ready.
-    var startsCancelled: [Admission] = []
+    /// Tasks the stop lets go, carried out after the cancels, so they finish without running:
+    /// first those a suspension held back or a rate limit kept waiting (queued), then those that
+    /// waited for the job's admission (each started on the stopping thread).
+    var exits: [TaskExit] = []
     /// Held tasks that finished while the job was suspended: released with the actions, after
     /// the lock.
     var released: [TaskNode] = []
@@ -61,10 +58,10 @@ extension JobState {
       actions.replacedReason = operation.recordFailingStop(error)
     }
     actions.reason = stopReason
-    (actions.admitted, actions.released) = endSuspensionForStop()
+    (actions.exits, actions.released) = endSuspensionForStop()
     // Producers waiting for room are woken (`waitForRoom` throws the job's reason): admission
     // effects, which the door takes with this lock.
-    actions.admitted += dropRateLimitsForStop()
+    actions.exits += dropRateLimitsForStop()
     actions.armsGrace = cancellationGracePeriod != nil && !registry.isEmpty
     for node in registry.nodes {
       switch node.stop() {
@@ -83,7 +80,7 @@ extension JobState {
       }
     }
     // Cancelled above (they are tracked), started by the caller after the cancels.
-    actions.startsCancelled = releaseAdmissionForStop()
+    actions.exits += releaseAdmissionForStop()
     return actions
   }
 

@@ -35,7 +35,7 @@ struct JobSuspension {
 extension JobState {
   struct SuspensionActions {
     /// Tasks admitted by a resume: the caller queues them.
-    var admitted: [Admission] = []
+    var exits: [TaskExit] = []
     /// The caller tells the children: it calls `nextNoticeToChildren()` until it returns `nil`.
     var tellsChildren = false
     /// Held tasks that finished meanwhile, dropped from the list: released with the actions,
@@ -54,7 +54,7 @@ extension JobState {
     }
     var actions = SuspensionActions()
     if !isSuspended {
-      (actions.admitted, actions.released) = admitSuspended()
+      (actions.exits, actions.released) = admitSuspended()
     }
     if !suspension.isTellingChildren, suspension.childrenSuspended != isSuspended {
       suspension.isTellingChildren = true
@@ -84,7 +84,7 @@ extension JobState {
 
   /// The job stops: the suspension ends (a stopped job is not suspended). Returns the waiting
   /// tasks admitted, which the caller queues after cancelling them.
-  mutating func endSuspensionForStop() -> (admitted: [Admission], released: [TaskNode]) {
+  mutating func endSuspensionForStop() -> (admitted: [TaskExit], released: [TaskNode]) {
     guard suspension.isSuspended else { return ([], []) }
     suspension.flag.clearQuietly()
     return admitSuspended()
@@ -94,8 +94,8 @@ extension JobState {
   /// (they were there first), then the tasks that waited for the resume, each taking a slot of
   /// its group's limit or its line's end. Also returns the held tasks that finished meanwhile,
   /// for the caller to release after the lock.
-  private mutating func admitSuspended() -> (admitted: [Admission], released: [TaskNode]) {
-    var admitted: [Admission] = []
+  private mutating func admitSuspended() -> (admitted: [TaskExit], released: [TaskNode]) {
+    var admitted: [TaskExit] = []
     var released: [TaskNode] = []
     for group in registry.groups.values where group.waitingCount > 0 {
       admitted += admissions(group.admitWaiting())
@@ -109,7 +109,7 @@ extension JobState {
         continue
       }
       if admitOrWait(node, queue: queue), let task = node.task {
-        admitted.append((task, queue))
+        admitted.append(TaskExit(node, task, to: .queue, queue: queue))
       }
     }
     return (admitted, released)

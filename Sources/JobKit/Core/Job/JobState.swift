@@ -195,12 +195,12 @@ struct JobState {
   /// something: a plain task's `nil` is copied out of the lock for free.
   final class FinishActions {
     /// A task of the same group admitted to the slot this one freed: the caller queues it.
-    let admitted: [Admission]
+    let exits: [TaskExit]
     /// The task's armed timeout, to cancel.
     let timeout: (any JobTimer)?
 
-    init(admitted: [Admission], timeout: (any JobTimer)?) {
-      self.admitted = admitted
+    init(exits: [TaskExit], timeout: (any JobTimer)?) {
+      self.exits = exits
       self.timeout = timeout
     }
   }
@@ -219,8 +219,7 @@ struct JobState {
       afterLockEffects.release(keeper.letGo(of: node))
     }
     guard release.slot || release.box != nil || release.leftLine else { return nil }
-    let admitted = giveBack(release, of: node)
-    return FinishActions(admitted: admitted, timeout: release.timer)
+    return FinishActions(exits: giveBack(release, of: node), timeout: release.timer)
   }
 
   enum RoutingDecision {

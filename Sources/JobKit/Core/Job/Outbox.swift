@@ -148,7 +148,7 @@ extension JobState {
     /// Counts to write to the published progress.
     var progress: (progress: Progress, total: Int64, completed: Int64)? { deliveries?.progress }
     /// Tasks that wait for their dependencies no more: the drainer queues or skips them first.
-    var released: [DependencyRelease] { deliveries?.released ?? [] }
+    var exits: [TaskExit] { deliveries?.exits ?? [] }
 
     enum Item {
       case none
@@ -284,9 +284,9 @@ extension JobState {
     // Producers a routed task made room for (`setMaxQueuedTasks`): usually none.
     let effects = takeAfterLockEffects()
     // Dependants released by routed tasks (`trackAndQueue(_:after:)`): usually none.
-    let released = releasingDependants && dependencies.hasReleased ? dependencies.takeReleased() : []
-    if events != nil || publication != nil || effects != nil || !released.isEmpty {
-      drain.deliveries = Deliveries(events: events, progress: publication, effects: effects, released: released)
+    let exits = releasingDependants && dependencies.hasReleased ? takeDependencyExits() : []
+    if events != nil || publication != nil || effects != nil || !exits.isEmpty {
+      drain.deliveries = Deliveries(events: events, progress: publication, effects: effects, exits: exits)
     }
   }
 }
@@ -297,16 +297,17 @@ final class Deliveries {
   let events: JobEventListeners.Delivery?
   let progress: (progress: Progress, total: Int64, completed: Int64)?
   let effects: AfterLockEffects?
-  let released: [DependencyRelease]
+  /// Dependants released by routed tasks.
+  let exits: [TaskExit]
 
   init(
     events: JobEventListeners.Delivery?, progress: (progress: Progress, total: Int64, completed: Int64)?,
-    effects: AfterLockEffects? = nil, released: [DependencyRelease] = []
+    effects: AfterLockEffects? = nil, exits: [TaskExit] = []
   ) {
     self.events = events
     self.progress = progress
     self.effects = effects
-    self.released = released
+    self.exits = exits
   }
 }
 

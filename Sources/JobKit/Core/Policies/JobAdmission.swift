@@ -106,12 +106,8 @@ struct JobAdmission {
   /// none while the admission admits nothing): the capacity to reserve for their exits.
   var exitCapacityHint: Int {
     guard admitsNext else { return 0 }
-    return min(line.count, order == .all ? Self.exitBatch : 1)
+    return min(line.count, order == .all ? TaskExit.batchLimit : 1)
   }
-
-  /// At most how many tasks leave the line in one critical section when many may go at once
-  /// (a concurrent group starting, a resume): their exits are carried out batch by batch.
-  static let exitBatch = 256
 
   mutating func setBlocked(_ blocked: Bool) {
     isBlocked = blocked
@@ -137,28 +133,6 @@ struct JobAdmission {
   }
 }
 
-/// A task leaving its job's admission line: `ready` if it may be queued at once (no
-/// suspension, no limit of its group); else the caller hands it to `admitAfterAdmission`.
-/// Either way after the lock, once the floor above gave it what it needs before it starts (a
-/// group's context: `shared`), so that nobody can queue it before.
-struct AdmissionExit {
-  let node: TaskNode
-  let task: Operation
-  let queue: OperationQueue
-  let ready: Bool
-  /// The admission's `shared` object.
-  let shared: AnyObject?
-  /// Events are listened to: the task is timed from here, and the caller confirms its tracking
-  /// (`taskTracked`, and its start observed) before it is queued. For events, a task waiting
-  /// for admission is tracked when it leaves the line, as it was before the admission existed:
-  /// a group's tasks, added before anyone could listen, are seen once they start.
-  let observesEvents: Bool
-  /// The job stopped after the task was tracked and before it entered the line: it leaves at
-  /// once, and the caller cancels it before it is queued (the stop's own cancel of it runs on
-  /// the stopping thread and may come later).
-  let cancelsFirst: Bool
-}
-
 extension JobState {
   /// Makes the job admit the tasks tracked for admission in `order` (before it is shared).
   mutating func activateAdmission(_ order: JobAdmission.Order, blocked: Bool = false) {
@@ -167,7 +141,7 @@ extension JobState {
 
   /// `node`, tracked for admission and observed now, enters the admission line. Returns its
   /// exit if it leaves at once.
-  mutating func enterAdmission(_ node: TaskNode, queue: OperationQueue) -> AdmissionExit? {
+  mutating func enterAdmission(_ node: TaskNode, queue: OperationQueue) -> TaskExit? {
     // This job claimed the task's queueing (`track` lets only that job's node enter): a job freed
     // before it let the task go gives the claim back (`TaskNode.detach(from:)`).
     node.claimQueueForAdmission()
@@ -179,28 +153,28 @@ extension JobState {
 
   /// The job's `main()` begins: the tasks that may go now leave the line (a first batch, see
   /// `admissionExitsFromLine`).
-  mutating func openAdmission() -> [AdmissionExit] {
+  mutating func openAdmission() -> [TaskExit] {
     admission.open()
     return admissionExitsFromLine()
   }
 
   /// `task`'s turn is over (see `JobAdmission.done`, one at a time): the next task, if any,
   /// leaves the line.
-  mutating func admissionDone(_ task: Operation) -> AdmissionExit? {
+  mutating func admissionDone(_ task: Operation) -> TaskExit? {
     guard admission.done(task), let (node, queue) = admission.next() else { return nil }
     return exit(node, queue)
   }
 
   /// Pauses or resumes the admission (see `JobAdmission.setPaused`); a first batch of the tasks
   /// that may go now.
-  mutating func setAdmissionPaused(_ paused: Bool, generation: UInt64) -> [AdmissionExit] {
+  mutating func setAdmissionPaused(_ paused: Bool, generation: UInt64) -> [TaskExit] {
     admission.setPaused(paused, generation: generation)
     return admissionExitsFromLine()
   }
 
   /// Blocks or unblocks the admission (a source that comes first); a first batch of the tasks
   /// that may go now.
-  mutating func setAdmissionBlocked(_ blocked: Bool) -> [AdmissionExit] {
+  mutating func setAdmissionBlocked(_ blocked: Bool) -> [TaskExit] {
     admission.setBlocked(blocked)
     return admissionExitsFromLine()
   }
@@ -215,56 +189,51 @@ extension JobState {
     return tasks
   }
 
-  /// `exit.node`s that were not `ready`: each asks its group for a slot now. Returns those
-  /// admitted, for the caller to queue.
-  mutating func admitAfterAdmission(_ exits: [AdmissionExit]) -> [Admission] {
-    var admitted: [Admission] = []
-    for exit in exits where !exit.ready && admitOrWait(exit.node, queue: exit.queue) {
-      admitted.append((exit.task, exit.queue))
-    }
-    return admitted
-  }
-
   /// A stop lets every waiting task go (cancelled by the same stop): each asks its group for a
-  /// slot. Returns those admitted, to queue after the cancels.
-  mutating func releaseAdmissionForStop() -> [Admission] {
+  /// slot. Returns the exits of those admitted, to start after the cancels.
+  mutating func releaseAdmissionForStop() -> [TaskExit] {
     guard admission.isActive else { return [] }
-    var admitted: [Admission] = []
+    var admitted: [TaskExit] = []
     for (node, queue) in admission.releaseAll() {
       keepJobIfIdle(node)
-      if admitOrWait(node, queue: queue), let task = node.task { admitted.append((task, queue)) }
+      if admitOrWait(node, queue: queue), let task = node.task {
+        admitted.append(TaskExit(node, task, to: .startCancelled, queue: queue))
+      }
     }
     return admitted
   }
 
-  /// The tasks that may leave the line now, oldest first, at most `JobAdmission.exitBatch` of
+  /// The tasks that may leave the line now, oldest first, at most `TaskExit.batchLimit` of
   /// them: a caller that got a full batch asks for the next one (`admissionExitsFromLine`) once
   /// it carried this one out, so a group of 100,000 waiting tasks never holds all their exits at
   /// once.
-  mutating func admissionExitsFromLine() -> [AdmissionExit] {
-    var exits: [AdmissionExit] = []
+  mutating func admissionExitsFromLine() -> [TaskExit] {
+    var exits: [TaskExit] = []
     exits.reserveCapacity(admission.exitCapacityHint)
-    while exits.count < JobAdmission.exitBatch, let (node, queue) = admission.next() {
+    while exits.count < TaskExit.batchLimit, let (node, queue) = admission.next() {
       if let exit = exit(node, queue) { exits.append(exit) }
     }
     return exits
   }
 
   private mutating func exit(_ node: TaskNode, _ queue: OperationQueue, cancelsFirst: Bool = false)
-    -> AdmissionExit?
+    -> TaskExit?
   {
     guard let task = node.task else { return nil }
     keepJobIfIdle(node)
     let group: TaskTypeEntry = node.typeEntry
     let ready = !suspension.isSuspended && group.limit == nil && group.rate == nil
-    let observesEvents = !listeners.isEmpty && node.timing == nil
-    if observesEvents {
+    // For events, a task waiting for admission is tracked when it leaves the line: a group's
+    // tasks, added before anyone could listen, are seen once they start.
+    let confirmsTracking = !listeners.isEmpty && node.timing == nil
+    if confirmsTracking {
       // Before the task can start or finish: it is queued only after this lock.
       node.time(with: TaskTiming())
     }
-    return AdmissionExit(
-      node: node, task: task, queue: queue, ready: ready, shared: admission.shared, observesEvents: observesEvents,
-      cancelsFirst: cancelsFirst)
+    return TaskExit(
+      node, task, to: ready ? .queue : .slot, queue: queue, shared: admission.shared,
+      confirmsTracking: confirmsTracking,
+      cancelsFirst: cancelsFirst, leftAdmissionLine: true)
   }
 }
 

@@ -45,7 +45,7 @@ extension JobController {
         .invalidLimit, "setMaxConcurrentTasks(\(limit), forGroup: \(group)) needs a limit of 1 or more; ignored")
       return
     }
-    queueAdmitted(withJobState { $0.setLimit(limit, for: group) })
+    performExits(withJobState { $0.setLimit(limit, for: group) })
   }
 
   /// Tracks `task`, adds it to ``taskQueue`` and cancels it if it still runs after `timeout`. A
@@ -91,9 +91,9 @@ extension JobController {
     else { return false }
     // `timing` never changes once the node is published: read it without the lock.
     let now = node.timing != nil ? ContinuousClock.now : nil
-    guard let (admitted, timeout) = withJobState({ $0.beginRetry(of: node, at: now) }) else { return false }
+    guard let (exits, timeout) = withJobState({ $0.beginRetry(of: node, at: now) }) else { return false }
     timeout?.cancel()
-    queueAdmitted(admitted)
+    performExits(exits)
     var generator = SystemRandomNumberGenerator()
     let delay = retry.policy.delay(beforeAttempt: retry.number + 1, using: &generator)
     // Weak: a timer that outlives the job (a clock may hold cancelled timers) must not keep it.
@@ -204,8 +204,8 @@ extension JobController {
   /// go, and tells the children if no other thread is telling them.
   func applyJobSuspension(_ isSuspended: Bool, generation: UInt64) {
     let actions = withJobState { $0.setSuspended(isSuspended, generation: generation) }
-    if !actions.admitted.isEmpty {
-      queueAdmitted(actions.admitted)
+    if !actions.exits.isEmpty {
+      performExits(actions.exits)
     }
     if actions.tellsChildren {
       tellChildrenOfSuspension()

@@ -18,7 +18,39 @@ struct DependencyWait {
   let target: Target
 }
 
-typealias DependencyRelease = TaskDependencies<TaskNode, DependencyWait>.Release
+extension TaskExit {
+  /// The exit of a task its dependencies let go: it goes where it waited to go, skipped after
+  /// the lock if a dependency failed or was never routed; one that waits no more goes nowhere.
+  init(_ release: TaskDependencies<TaskNode, DependencyWait>.Release) {
+    let wait = release.payload
+    var destination = Destination.none
+    var queue: OperationQueue?
+    var gate: Operation?
+    switch wait.target {
+    case .queue(let target):
+      destination = .slot
+      queue = target
+    case .gate(let target):
+      destination = .gate
+      gate = target
+    case .none:
+      break
+    }
+    let outcome: Dependencies.Outcome
+    switch release.reason {
+    case .ready:
+      outcome = .routed
+    case .stalled(let missing):
+      outcome = .stalled(missing: missing)
+    case .dropped:
+      outcome = .dropped
+      destination = .none
+    }
+    self.init(
+      release.node, wait.task, to: destination, queue: queue,
+      dependencies: Dependencies(wait.dependencies, outcome, gate: gate))
+  }
+}
 
 /// Dependencies between a job's tasks (see ``TaskDependencies``): a task waiting for its
 /// dependencies is not admitted or queued until each was routed; a routed task releases its
@@ -47,12 +79,18 @@ extension JobState {
   mutating func waitForDependencies(
     _ node: TaskNode, _ named: [TaskDependencies<TaskNode, DependencyWait>.Named], _ wait: DependencyWait,
     window: UInt64
-  ) -> DependencyRelease? {
+  ) -> TaskExit? {
     guard node.state.isUnfinished else {
       dependencies.closeWindow(window)
-      return DependencyRelease(node: node, payload: wait, reason: .dropped)
+      return TaskExit(
+        node, wait.task, to: .none, queue: nil, dependencies: TaskExit.Dependencies(wait.dependencies, .dropped))
     }
-    return dependencies.wait(node, for: named, payload: wait, window: window)
+    return dependencies.wait(node, for: named, payload: wait, window: window).map(TaskExit.init)
+  }
+
+  /// The exits of the tasks that routed tasks released since the last call (usually none).
+  mutating func takeDependencyExits() -> [TaskExit] {
+    dependencies.takeReleased().map(TaskExit.init)
   }
 
   /// `node` is dropped without being routed (a duplicate, a replaced attempt): it is no longer

@@ -108,7 +108,7 @@ extension JobState {
 
   /// Sets a group's rate limit. Returns the waiting tasks it admits, to be queued by the
   /// caller; the refill it starts is an after-lock effect (``takeAfterLockEffects()``).
-  mutating func setRateLimit(tasksPerSecond: Double, burst: Int, for type: Operation.Type) -> [Admission] {
+  mutating func setRateLimit(tasksPerSecond: Double, burst: Int, for type: Operation.Type) -> [TaskExit] {
     let group = registry.group(for: type)
     group.setRate(tasksPerSecond: tasksPerSecond, burst: burst)
     let admitted = suspension.isSuspended ? [] : admissions(group.admitWaiting())
@@ -118,7 +118,7 @@ extension JobState {
 
   /// `group`'s refill timer fired: a token back, the waiting tasks it admits (to be queued by
   /// the caller), and whether the caller schedules the next refill.
-  mutating func refill(_ group: TaskTypeEntry) -> (admitted: [Admission], again: Bool) {
+  mutating func refill(_ group: TaskTypeEntry) -> (exits: [TaskExit], again: Bool) {
     guard group.rate != nil else { return ([], false) }  // dropped by a stop
     group.refillToken()
     let admitted = suspension.isSuspended ? [] : admissions(group.admitWaiting())
@@ -137,8 +137,8 @@ extension JobState {
   /// running, so they need no token (a concurrency limit still holds). Returns those admitted.
   /// Producers waiting for room are woken: they learn the stop (`waitForRoom` throws the job's
   /// reason).
-  mutating func dropRateLimitsForStop() -> [Admission] {
-    var admitted: [Admission] = []
+  mutating func dropRateLimitsForStop() -> [TaskExit] {
+    var admitted: [TaskExit] = []
     for group in registry.groups.values where group.bound?.hasWaiters == true {
       for waiter in group.takeProducers() {
         afterLockEffects.wake(waiter, room: true)
@@ -153,12 +153,8 @@ extension JobState {
     return admitted
   }
 
-  /// A waiting task that got a slot: the caller adds `task` to `queue`. Read under the lock,
-  /// because a node's fields are only stable there.
-  typealias Admission = (task: Operation, queue: OperationQueue)
-
   /// Sets a group's limit. Returns the waiting tasks it admits, to be queued by the caller.
-  mutating func setLimit(_ limit: Int, for type: Operation.Type) -> [Admission] {
+  mutating func setLimit(_ limit: Int, for type: Operation.Type) -> [TaskExit] {
     let group = registry.group(for: type)
     group.setLimit(limit)
     guard !suspension.isSuspended else { return [] }
@@ -168,7 +164,7 @@ extension JobState {
   /// `node` stopped running (it finished, or its attempt failed): its place under the limit
   /// goes back, a slot to the next waiting tasks (returned, to be queued by the caller), or its
   /// place in the line if it never got one (someone else queued it).
-  mutating func giveBack(_ release: TaskState.Release, of node: TaskNode) -> [Admission] {
+  mutating func giveBack(_ release: TaskState.Release, of node: TaskNode) -> [TaskExit] {
     if release.leftAdmission {
       admission.leave(node)
     } else if release.leftLine {
@@ -180,20 +176,22 @@ extension JobState {
   /// A task of `group` that held a slot no longer runs (it finished, or a failed attempt waits
   /// for its retry): its slot goes back. Returns the waiting tasks admitted to it, to be queued
   /// by the caller (none while the job is suspended: the resume admits them).
-  mutating func releaseSlot(in group: TaskTypeEntry) -> [Admission] {
+  mutating func releaseSlot(in group: TaskTypeEntry) -> [TaskExit] {
     group.freeSlot()
     wakeIfRoom(in: group)
     guard !suspension.isSuspended else { return [] }
     return admissions(group.admitWaiting())
   }
 
-  mutating func admissions(_ admitted: [(node: TaskNode, queue: OperationQueue)]) -> [Admission] {
+  /// The exits of waiting tasks that got a slot, each to be queued (made under the lock,
+  /// because a node's fields are only stable there).
+  mutating func admissions(_ admitted: [(node: TaskNode, queue: OperationQueue)]) -> [TaskExit] {
     if let group = admitted.first?.node.typeEntry {
       wakeIfRoom(in: group)
     }
     return admitted.compactMap { node, queue in
       guard let task = node.task else { return nil }
-      return (task, queue)
+      return TaskExit(node, task, to: .queue, queue: queue)
     }
   }
 }

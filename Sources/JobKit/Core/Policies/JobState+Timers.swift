@@ -45,7 +45,7 @@ extension JobState {
   /// finished: if a stop ends the retry delay, the attempt is routed as the task's last one, and
   /// its `taskFinished` event measures up to then.
   mutating func beginRetry(of node: TaskNode, at now: ContinuousClock.Instant? = nil)
-    -> (admitted: [Admission], timeout: (any JobTimer)?)?
+    -> (exits: [TaskExit], timeout: (any JobTimer)?)?
   {
     guard !phase.isStopping, let release = node.beginRetry() else { return nil }
     node.timing?.finishedAt = now

@@ -78,7 +78,7 @@ extension JobController {
           + "a burst of 1 or more; ignored")
       return
     }
-    queueAdmitted(withJobState { $0.setRateLimit(tasksPerSecond: tasksPerSecond, burst: burst, for: group) })
+    performExits(withJobState { $0.setRateLimit(tasksPerSecond: tasksPerSecond, burst: burst, for: group) })
   }
 
   /// Schedules `group`'s next refill on the job's clock (an after-lock effect).
@@ -90,7 +90,7 @@ extension JobController {
     _ = clock.schedule(after: interval) { [weak self] in
       guard let self else { return }
       let refilled = self.withJobState { $0.refill(group) }
-      self.queueAdmitted(refilled.admitted)
+      self.performExits(refilled.exits)
       if refilled.again {
         self.scheduleRefill(of: group)
       }

@@ -73,68 +73,9 @@ extension JobController {
         key: ObjectIdentifier(dependency), object: dependency, finishedBefore: dependency.isFinished)
     }
     let wait = DependencyWait(task: task, dependencies: dependencies, target: notes.mayQueue ? target : .none)
-    if let released = withJobState({ $0.waitForDependencies(node, named, wait, window: window) }) {
-      performReleases([released])
+    if let exit = withJobState({ $0.waitForDependencies(node, named, wait, window: window) }) {
+      performExit(exit)
     }
     return true
-  }
-
-  /// Queues (or lets go) the tasks that wait for dependencies no more, skipping those with a
-  /// failed, cancelled or never routed dependency. With no lock held; the dependencies'
-  /// `isCancelled`, error and `name` are read here.
-  func performReleases(_ releases: [DependencyRelease]) {
-    for release in releases {
-      let wait = release.payload
-      let task = wait.task
-      var skip: JobKitError?
-      switch release.reason {
-      case .dropped:
-        continue
-      case .ready:
-        if let failed = wait.dependencies.first(where: Self.hasFailed) {
-          skip = JobKitError(
-            .dependencyFailed,
-            message:
-              "\(Self.label(of: task)) was skipped: its dependency \(Self.label(of: failed)) failed or was cancelled")
-        }
-      case .stalled(let keys):
-        let missing = wait.dependencies.filter { keys.contains(ObjectIdentifier($0)) }
-        let names = missing.map { Self.label(of: $0) }.joined(separator: ", ")
-        reportMisuse(
-          .dependencyNeverTracked,
-          "\(Self.label(of: task)) waited for \(names), which this job never tracked or which wait in a cycle; skipped")
-        skip = JobKitError(
-          .dependencyFailed,
-          message: "\(Self.label(of: task)) was skipped: its dependency \(names) was never routed by this job")
-      }
-      if let skip {
-        if let operation = task as? ConcurrentOperation {
-          operation.skipForFailedDependency(skip)
-        } else {
-          task.cancel()
-        }
-      }
-      switch wait.target {
-      case .queue(let queue):
-        if withJobState({ $0.admitOrWait(release.node, queue: queue) }) {
-          enqueue(task, on: queue)
-        }
-      case .gate(let gate):
-        gate.start()
-      case .none:
-        break
-      }
-    }
-  }
-
-  /// Whether a finished and routed dependency failed or was cancelled.
-  private static func hasFailed(_ dependency: Operation) -> Bool {
-    if let operation = dependency as? ConcurrentOperation, operation.error != nil { return true }
-    return dependency.isCancelled
-  }
-
-  /// An operation as a message names it: its `name`, or its type.
-  private static func label(of operation: Operation) -> String {
-    operation.name.map { "'\($0)'" } ?? "\(type(of: operation))"
   }
 }

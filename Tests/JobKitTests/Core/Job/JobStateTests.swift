@@ -174,7 +174,7 @@ struct JobStateTests {
     var state = started()
     let running = track(Alpha(), in: &state)
     let retrying = track(Beta(), in: &state)
-    let check6 = state.beginRetry(of: retrying)?.admitted.isEmpty == true
+    let check6 = state.beginRetry(of: retrying)?.exits.isEmpty == true
     #expect(check6)
     let actions = state.stop(.cancelled(reason: nil))
     #expect(actions.cancel.map(ObjectIdentifier.init) == [ObjectIdentifier(running.operation)])
@@ -199,11 +199,11 @@ struct JobStateTests {
     #expect(check103)
     // nodes[0]'s attempt fails and waits for a retry: its slot goes to nodes[1].
     let check9 =
-      state.beginRetry(of: nodes[0]).map { $0.admitted.map { ObjectIdentifier($0.task) } } == [
+      state.beginRetry(of: nodes[0]).map { $0.exits.map { ObjectIdentifier($0.task) } } == [
         ObjectIdentifier(nodes[1].operation)
       ]
     #expect(check9)
-    let admitted = state.recordFinish(nodes[1])?.admitted ?? []
+    let admitted = state.recordFinish(nodes[1])?.exits ?? []
     let check10 = admitted.map { ObjectIdentifier($0.task) } == [ObjectIdentifier(nodes[2].operation)]
     #expect(check10)
     let check11 = state.registry.group(for: Alpha.self).running == 1

@@ -143,7 +143,7 @@ struct SuspensionStateTests {
     return (node, queueNow || (waits && state.admitOrWait(node, queue: queue)))
   }
 
-  private func ids(_ admitted: [JobState.Admission]) -> [ObjectIdentifier] {
+  private func ids(_ admitted: [TaskExit]) -> [ObjectIdentifier] {
     admitted.map { ObjectIdentifier($0.task) }
   }
 
@@ -167,7 +167,7 @@ struct SuspensionStateTests {
       }
     }
     let resumed = state.setSuspended(false, generation: 2)
-    #expect(ids(resumed.admitted) == tasks.map(ObjectIdentifier.init))
+    #expect(ids(resumed.exits) == tasks.map(ObjectIdentifier.init))
     #expect(state.suspension.waiting.isEmpty)
     let released = state.registry.nodes.allSatisfy { node in
       if case .unfinished(.none, _) = node.state { return true }
@@ -180,7 +180,7 @@ struct SuspensionStateTests {
     var state = started()
     _ = state.setSuspended(false, generation: 2)
     let stale = state.setSuspended(true, generation: 1)
-    #expect(!state.suspension.isSuspended && stale.admitted.isEmpty && !stale.tellsChildren)
+    #expect(!state.suspension.isSuspended && stale.exits.isEmpty && !stale.tellsChildren)
   }
 
   @Test func limitsHoldAfterTheResumeAndTheLineKeepsItsOrder() {
@@ -196,11 +196,11 @@ struct SuspensionStateTests {
     #expect(!heldQueued)
     // The holder finishes while suspended: its slot is not given to the line.
     let freed = state.recordFinish(holder)
-    #expect(freed?.admitted.isEmpty ?? true)
+    #expect(freed?.exits.isEmpty ?? true)
     let resumed = state.setSuspended(false, generation: 2)
     // One slot: the task that waited in line first; the held-back one joins the line.
     let group = state.registry.group(for: Alpha.self)
-    #expect(resumed.admitted.count == 1 && group.running == 1 && group.waitingCount == 1)
+    #expect(resumed.exits.count == 1 && group.running == 1 && group.waitingCount == 1)
   }
 
   @Test func aStopEndsTheSuspensionAndLetsTheHeldTasksGoAfterTheirCancel() {
@@ -211,7 +211,7 @@ struct SuspensionStateTests {
     _ = track(held, in: &state, queue: queue)
     let stop = state.stop(.cancelled(reason: nil))
     #expect(stop.cancel.map(ObjectIdentifier.init) == [ObjectIdentifier(held)])
-    #expect(ids(stop.admitted) == [ObjectIdentifier(held)] && !state.suspension.isSuspended)
+    #expect(ids(stop.exits) == [ObjectIdentifier(held)] && !state.suspension.isSuspended)
     // A suspend of a stopping job changes nothing; later tasks are not held back.
     _ = state.setSuspended(true, generation: 2)
     #expect(!state.suspension.isSuspended)

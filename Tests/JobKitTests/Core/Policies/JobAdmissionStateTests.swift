@@ -15,7 +15,7 @@ struct JobAdmissionStateTests {
   private let queue = OperationQueue()
 
   /// Tracks `task` for admission (as `trackForAdmission` does) and enters it in the line.
-  private func add(_ task: Operation, to state: inout JobState) -> (TaskNode?, [AdmissionExit]) {
+  private func add(_ task: Operation, to state: inout JobState) -> (TaskNode?, [TaskExit]) {
     let outcome = state.track(task, node: TaskNode(job: job, task: task), queue: queue, waitsForAdmission: true)
     guard case .tracked(let node, _, let queueNow, let waitsForSlot, _, _) = outcome else {
       Issue.record("not tracked: \(outcome)")
@@ -25,11 +25,11 @@ struct JobAdmissionStateTests {
     return (node, state.enterAdmission(node, queue: queue).map { [$0] } ?? [])
   }
 
-  private func done(_ state: inout JobState, _ task: Operation) -> [AdmissionExit] {
+  private func done(_ state: inout JobState, _ task: Operation) -> [TaskExit] {
     state.admissionDone(task).map { [$0] } ?? []
   }
 
-  private func tasks(_ exits: [AdmissionExit]) -> [Operation] {
+  private func tasks(_ exits: [TaskExit]) -> [Operation] {
     exits.map(\.task)
   }
 
@@ -51,21 +51,21 @@ struct JobAdmissionStateTests {
     let opened = state.openAdmission()
     let expected = order == .all ? added : [added[0]]
     #expect(tasks(opened).count == expected.count && zip(tasks(opened), expected).allSatisfy { $0 === $1 })
-    #expect(opened.allSatisfy { $0.ready })
+    #expect(opened.allSatisfy { $0.isQueuedAtOnce && $0.leftAdmissionLine })
   }
 
-  /// Many tasks that may go at once leave in batches of `exitBatch`, in order, each batch asked
+  /// Many tasks that may go at once leave in batches of `TaskExit.batchLimit`, in order, each batch asked
   /// for once the one before it was carried out.
   @Test func manyTasksLeaveInBatches() {
     var state = state(.all)
-    let added = (0..<(JobAdmission.exitBatch + 44)).map { _ in BlockOperation {} }
+    let added = (0..<(TaskExit.batchLimit + 44)).map { _ in BlockOperation {} }
     for task in added {
       _ = add(task, to: &state)
     }
     let first = state.openAdmission()
     let second = state.admissionExitsFromLine()
     let third = state.admissionExitsFromLine()
-    #expect(first.count == JobAdmission.exitBatch && second.count == 44 && third.isEmpty)
+    #expect(first.count == TaskExit.batchLimit && second.count == 44 && third.isEmpty)
     #expect(zip(tasks(first + second), added).allSatisfy { $0 === $1 })
     #expect(state.tasksWaitingForAdmission.isEmpty)
   }
@@ -128,11 +128,31 @@ struct JobAdmissionStateTests {
     let added = (0..<3).map { _ in BlockOperation {} }
     for task in added { _ = add(task, to: &state) }
     let actions = state.stop(.cancelled(reason: nil))
-    #expect(actions.cancel.count == 3 && actions.startsCancelled.count == 3 && actions.admitted.isEmpty)
-    #expect(zip(actions.startsCancelled.map(\.task), added).allSatisfy { $0 === $1 })
+    #expect(actions.cancel.count == 3 && actions.exits.count == 3 && actions.exits.allSatisfy(\.startsCancelled))
+    #expect(zip(actions.exits.map(\.task), added).allSatisfy { $0 === $1 })
     #expect(state.tasksWaitingForAdmission.isEmpty)
     let (_, late) = add(BlockOperation {}, to: &state)
     #expect(late.count == 1)
+  }
+
+  /// A stop's exits come in one list, in the order they are carried out after the cancels: the
+  /// tasks a suspension held back (queued) first, then the admission line's (started cancelled).
+  @Test func aStopsExitsKeepTheirOrder() {
+    var state = state(.all)
+    let waiting = BlockOperation {}
+    _ = add(waiting, to: &state)
+    _ = state.setSuspended(true, generation: 1)
+    let held = BlockOperation {}
+    let outcome = state.track(held, node: TaskNode(job: job, task: held), queue: queue)
+    guard case .tracked(let node, _, let queueNow, let waitsForSlot, _, _) = outcome else {
+      Issue.record("not tracked: \(outcome)")
+      return
+    }
+    #expect(!queueNow && waitsForSlot && !state.admitOrWait(node, queue: queue))
+    let actions = state.stop(.cancelled(reason: nil))
+    #expect(actions.exits.map(\.task) == [held, waiting])
+    #expect(actions.exits.map(\.isQueuedAtOnce) == [true, false])
+    #expect(actions.exits.map(\.startsCancelled) == [false, true])
   }
 
   /// A task tracked before the stop but entering the line after it leaves at once, and its
@@ -161,23 +181,23 @@ struct JobAdmissionStateTests {
   }
 
   /// A task that leaves the line while the job is suspended, or whose group has a limit, is
-  /// not `ready`: it asks for a slot (`admitAfterAdmission`), which holds it or admits it.
+  /// not queued at once: it asks for a slot (`askForSlots`), which holds it or admits it.
   @Test func aSuspendedJobsExitsAskForASlot() {
     var state = state(.all)
     _ = add(BlockOperation {}, to: &state)
     _ = state.setSuspended(true, generation: 1)
     let opened = state.openAdmission()
-    #expect(opened.count == 1 && !opened[0].ready)
-    let admitted = state.admitAfterAdmission(opened)
+    #expect(opened.count == 1 && !opened[0].isQueuedAtOnce)
+    let admitted = state.askForSlots(opened)
     #expect(admitted.isEmpty && state.suspension.waiting.count == 1)
     var limited = self.state(.all)
     _ = limited.setLimit(1, for: Limited.self)
     _ = add(Limited(), to: &limited)
     _ = add(Limited(), to: &limited)
     let exits = limited.openAdmission()
-    #expect(exits.count == 2 && exits.allSatisfy { !$0.ready })
-    let slots = limited.admitAfterAdmission(exits)
-    #expect(slots.count == 1)
+    #expect(exits.count == 2 && exits.allSatisfy { !$0.isQueuedAtOnce })
+    let slots = limited.askForSlots(exits)
+    #expect(slots.count == 1 && slots.allSatisfy(\.isQueuedAtOnce))
   }
 
   /// Tracked and not entered yet (its finish is being hooked): it counts as waiting already, so
@@ -208,4 +228,12 @@ struct JobAdmissionStateTests {
     let opened = state.openAdmission()
     #expect(opened.isEmpty)
   }
+}
+
+extension TaskExit {
+  /// Whether it goes to its queue at once, without asking for a slot.
+  var isQueuedAtOnce: Bool { destination == .queue }
+
+  /// Whether a stop let it go: it is started on the stopping thread.
+  var startsCancelled: Bool { destination == .startCancelled }
 }

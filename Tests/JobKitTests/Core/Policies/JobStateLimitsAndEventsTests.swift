@@ -35,7 +35,7 @@ struct JobStateLimitsAndEventsTests {
     return state
   }
 
-  private func ids(_ admitted: [JobState.Admission]) -> [ObjectIdentifier] {
+  private func ids(_ admitted: [TaskExit]) -> [ObjectIdentifier] {
     admitted.map { ObjectIdentifier($0.task) }
   }
 
@@ -77,10 +77,10 @@ struct JobStateLimitsAndEventsTests {
     #expect(group.running == 1 && group.waitingCount == 3)
 
     // The holder ignored the cancel and finishes now: one slot, one task, in tracking order.
-    #expect(ids(state.recordFinish(holder.node)?.admitted ?? []) == [id(waiting)])
-    #expect(ids(state.recordFinish(waiting.node)?.admitted ?? []) == [id(racing)])
-    #expect(ids(state.recordFinish(racing.node)?.admitted ?? []) == [id(late)])
-    #expect(state.recordFinish(late.node)?.admitted.isEmpty ?? true)
+    #expect(ids(state.recordFinish(holder.node)?.exits ?? []) == [id(waiting)])
+    #expect(ids(state.recordFinish(waiting.node)?.exits ?? []) == [id(racing)])
+    #expect(ids(state.recordFinish(racing.node)?.exits ?? []) == [id(late)])
+    #expect(state.recordFinish(late.node)?.exits.isEmpty ?? true)
     #expect(group.running == 0 && group.waitingCount == 0)
   }
 

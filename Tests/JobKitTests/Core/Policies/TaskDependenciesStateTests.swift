@@ -218,7 +218,14 @@ struct TaskDependenciesStateTests {
     state.mainReturned()
     #expect(state.isStalled && state.hasStepDue)
     let drain = state.nextDrain(on: 1)
-    #expect(drain?.released.map(\.reason) == [.stalled([ObjectIdentifier(orphan)])])
+    guard drain?.exits.count == 1, let released = drain?.exits.first?.dependencies,
+      case .stalled(let missing) = released.outcome
+    else {
+      Issue.record("the waiting task is not released as stalled")
+      return
+    }
+    #expect(released.operations.count == 1 && released.operations[0] === orphan)
+    #expect(missing == [ObjectIdentifier(orphan)])
     #expect(!state.isStalled)
   }
 
@@ -250,9 +257,13 @@ struct TaskDependenciesStateTests {
       Issue.record("nothing to route")
       return
     }
-    #expect(node === first && routing.released.isEmpty)
+    #expect(node === first && routing.exits.isEmpty)
     let next = state.nextDrain(on: 1, routed: first)
-    #expect(next?.released.map(\.reason) == [.ready])
-    #expect(next?.released.first?.node === second)
+    #expect(next?.exits.count == 1 && next?.exits.first?.node === second)
+    guard let released = next?.exits.first?.dependencies, case .routed = released.outcome else {
+      Issue.record("the dependant is not released as ready")
+      return
+    }
+    #expect(released.operations.count == 1 && released.operations[0] === dependency)
   }
 }
