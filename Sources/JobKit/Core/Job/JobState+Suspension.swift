@@ -100,6 +100,7 @@ extension JobState {
     for group in registry.groups.values where group.waitingCount > 0 {
       admitted += admissions(group.admitWaiting())
     }
+    admitted = inTrackingOrder(admitted)
     let waiting = suspension.waiting
     suspension.waiting = []
     for node in waiting {

@@ -139,7 +139,7 @@ extension JobController {
   }
 
   /// The steps before `exit`'s task is queued, in their order.
-  // Inlined with `performOne`: a group's exits hand their context on every step.
+  // Inlined with `performOne`: a group's exits hand their context on every step (grp-seq, measured).
   @inline(__always)
   private func prepare(_ exit: TaskExit) {
     if exit.confirmsTracking {

@@ -150,7 +150,7 @@ extension JobState {
         admitted += admissions(group.admitWaiting())
       }
     }
-    return admitted
+    return inTrackingOrder(admitted)
   }
 
   /// Sets a group's limit. Returns the waiting tasks it admits, to be queued by the caller.
@@ -181,6 +181,27 @@ extension JobState {
     wakeIfRoom(in: group)
     guard !suspension.isSuspended else { return [] }
     return admissions(group.admitWaiting())
+  }
+
+  /// `exits`, taken from several groups' lines at once (a resume, a stop), in the order their
+  /// tasks were tracked: a serial queue starts them in the order the job tracked them, whatever
+  /// the order of the groups. Linear in the job's unrouted tasks; only then.
+  func inTrackingOrder(_ exits: [TaskExit]) -> [TaskExit] {
+    guard let first = exits.first?.node.typeEntry, exits.contains(where: { $0.node.typeEntry !== first }) else {
+      return exits
+    }
+    var rank: [ObjectIdentifier: Int] = [:]
+    rank.reserveCapacity(exits.count)
+    for exit in exits {
+      rank[ObjectIdentifier(exit.node)] = 0
+    }
+    // The registry lists the newest first: the oldest gets the lowest rank.
+    var position = 0
+    for node in registry.nodes where rank[ObjectIdentifier(node)] != nil {
+      position -= 1
+      rank[ObjectIdentifier(node)] = position
+    }
+    return exits.sorted { rank[ObjectIdentifier($0.node), default: 0] < rank[ObjectIdentifier($1.node), default: 0] }
   }
 
   /// The exits of waiting tasks that got a slot, each to be queued (made under the lock,

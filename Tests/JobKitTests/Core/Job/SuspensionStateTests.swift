@@ -203,6 +203,49 @@ struct SuspensionStateTests {
     #expect(resumed.exits.count == 1 && group.running == 1 && group.waitingCount == 1)
   }
 
+  private final class Tagged<Tag>: BlockOperation, @unchecked Sendable {}
+  private enum T0 {}
+  private enum T1 {}
+  private enum T2 {}
+  private enum T3 {}
+  private enum T4 {}
+  private enum T5 {}
+  private enum T6 {}
+  private enum T7 {}
+
+  /// Tasks of several limited groups whose slots were freed while the job was suspended go,
+  /// at the resume, in the order the job tracked them, whatever the order of their groups.
+  @Test func aResumeLetsSeveralGroupsLinesGoInTrackingOrder() {
+    var state = started()
+    let queue = OperationQueue()
+    let makers: [() -> Operation] = [
+      { Tagged<T0>() }, { Tagged<T1>() }, { Tagged<T2>() }, { Tagged<T3>() },
+      { Tagged<T4>() }, { Tagged<T5>() }, { Tagged<T6>() }, { Tagged<T7>() },
+    ]
+    var holders: [TaskNode] = []
+    for make in makers {
+      let task = make()
+      _ = state.setLimit(1, for: type(of: task))
+      let (holder, queued) = track(task, in: &state, queue: queue)
+      #expect(queued)
+      holders.append(holder)
+    }
+    // One task per group waits for its slot, tracked in an order of the groups' own.
+    var waiting: [Operation] = []
+    for index in [5, 2, 7, 0, 3, 6, 1, 4] {
+      let task = makers[index]()
+      let (_, queued) = track(task, in: &state, queue: queue)
+      #expect(!queued)
+      waiting.append(task)
+    }
+    _ = state.setSuspended(true, generation: 1)
+    for holder in holders {
+      #expect(state.recordFinish(holder)?.exits.isEmpty ?? true)
+    }
+    let resumed = state.setSuspended(false, generation: 2)
+    #expect(ids(resumed.exits) == waiting.map(ObjectIdentifier.init))
+  }
+
   @Test func aStopEndsTheSuspensionAndLetsTheHeldTasksGoAfterTheirCancel() {
     var state = started()
     let queue = OperationQueue()
