@@ -27,8 +27,40 @@ struct TaskExit {
     case none
   }
 
-  /// What a task tracked with `after:` learned from its dependencies: boxed, so that the exits
-  /// of every other task stay small.
+  /// What a task tracked with `after:` learned from its dependencies, in one word: the common
+  /// case (all routed, the task goes to its queue) holds just the dependencies; the rare ones
+  /// (a gate, a stall, a drop) are boxed. So the exits of every other task stay small, and a
+  /// routed dependant's exit allocates nothing.
+  enum DependencyNews {
+    /// All were routed and no gate holds the task: skipped if one failed or was cancelled.
+    case routed([Operation])
+    case other(Dependencies)
+
+    /// The dependencies the task named.
+    var operations: [Operation] {
+      switch self {
+      case .routed(let operations): operations
+      case .other(let dependencies): dependencies.operations
+      }
+    }
+
+    var outcome: Dependencies.Outcome {
+      switch self {
+      case .routed: .routed
+      case .other(let dependencies): dependencies.outcome
+      }
+    }
+
+    init(_ operations: [Operation], _ outcome: Dependencies.Outcome, gate: Operation? = nil) {
+      if case .routed = outcome, gate == nil {
+        self = .routed(operations)
+      } else {
+        self = .other(Dependencies(operations, outcome, gate: gate))
+      }
+    }
+  }
+
+  /// The rare dependency news, boxed (see ``DependencyNews``).
   final class Dependencies {
     enum Outcome {
       /// All were routed: the task is skipped if one of them failed or was cancelled.
@@ -59,7 +91,7 @@ struct TaskExit {
   /// What the job hands every task leaving its admission line (a group's context), if any.
   let shared: AnyObject?
   /// Its dependencies' outcome, for a task tracked with `after:` (`nil` for any other).
-  let dependencies: Dependencies?
+  let dependencies: DependencyNews?
   /// Events are listened to: the caller confirms the task's tracking (`taskTracked`, its start
   /// observed) before it is queued.
   let confirmsTracking: Bool
@@ -74,7 +106,7 @@ struct TaskExit {
 
   init(
     _ node: TaskNode, _ task: Operation, to destination: Destination, queue: OperationQueue?,
-    shared: AnyObject? = nil, dependencies: Dependencies? = nil, confirmsTracking: Bool = false,
+    shared: AnyObject? = nil, dependencies: DependencyNews? = nil, confirmsTracking: Bool = false,
     cancelsFirst: Bool = false, leftAdmissionLine: Bool = false
   ) {
     self.node = node
@@ -104,11 +136,15 @@ extension JobController {
   func performExits(_ exits: [TaskExit]) {
     var batch = exits
     while !batch.isEmpty {
-      var asksForSlots = false
+      var asking = 0
+      var asker: TaskExit?
       for exit in batch where performOne(exit) {
-        asksForSlots = true
+        asking += 1
+        asker = exit
       }
-      if asksForSlots {
+      if asking == 1, let asker {
+        askForSlot(asker)
+      } else if asking > 1 {
         performExits(withJobState { $0.askForSlots(batch) })
       }
       guard batch.count >= TaskExit.batchLimit, batch[batch.count - 1].leftAdmissionLine else { return }
@@ -116,10 +152,18 @@ extension JobController {
     }
   }
 
+  /// `exit`, carried out already, asks its task type for a slot, and is queued if admitted
+  /// (one exit: no array).
+  private func askForSlot(_ exit: TaskExit) {
+    if let queue = exit.queue, withJobState({ $0.admitOrWait(exit.node, queue: queue) }) {
+      enqueue(exit.task, on: queue)
+    }
+  }
+
   /// ``performExits(_:)`` for one exit (a sequential group's next task): no array.
   func performExit(_ exit: TaskExit) {
     if performOne(exit) {
-      performExits(withJobState { $0.askForSlots([exit]) })
+      askForSlot(exit)
     }
   }
 
@@ -166,7 +210,9 @@ extension JobController {
         startWithoutRunning(exit.task, orQueueOn: queue)
       }
     case .gate:
-      exit.dependencies?.gate?.start()
+      if case .other(let dependencies) = exit.dependencies {
+        dependencies.gate?.start()
+      }
     case .queue, .none:
       break
     }
@@ -176,7 +222,17 @@ extension JobController {
   /// Skips `exit`'s task (it finishes at once, without running) if a dependency failed or was
   /// cancelled, or was never routed (reported). The dependencies' `isCancelled`, error and
   /// `name` are read here, with no lock held.
-  private func skipIfDependenciesFailed(_ task: Operation, _ dependencies: TaskExit.Dependencies) {
+  private func skipIfDependenciesFailed(_ task: Operation, _ news: TaskExit.DependencyNews) {
+    let dependencies: TaskExit.Dependencies
+    switch news {
+    case .routed(let operations):
+      guard let failed = operations.first(where: Self.hasFailed) else { return }
+      let message = "its dependency \(Self.label(of: failed)) failed or was cancelled"
+      skip(task, JobKitError(.dependencyFailed, message: "\(Self.label(of: task)) was skipped: \(message)"))
+      return
+    case .other(let boxed):
+      dependencies = boxed
+    }
     let skip: JobKitError
     switch dependencies.outcome {
     case .dropped:
@@ -197,8 +253,13 @@ extension JobController {
         .dependencyFailed,
         message: "\(Self.label(of: task)) was skipped: its dependency \(names) was never routed by this job")
     }
+    self.skip(task, skip)
+  }
+
+  /// Finishes `task` without running it, with `error` (a plain `Operation` is cancelled).
+  private func skip(_ task: Operation, _ error: JobKitError) {
     if let operation = task as? ConcurrentOperation {
-      operation.skipForFailedDependency(skip)
+      operation.skipForFailedDependency(error)
     } else {
       task.cancel()
     }
