@@ -27,40 +27,8 @@ struct TaskExit {
     case none
   }
 
-  /// What a task tracked with `after:` learned from its dependencies, in one word: the common
-  /// case (all routed, the task goes to its queue) holds just the dependencies; the rare ones
-  /// (a gate, a stall, a drop) are boxed. So the exits of every other task stay small, and a
-  /// routed dependant's exit allocates nothing.
-  enum DependencyNews {
-    /// All were routed and no gate holds the task: skipped if one failed or was cancelled.
-    case routed([Operation])
-    case other(Dependencies)
-
-    /// The dependencies the task named.
-    var operations: [Operation] {
-      switch self {
-      case .routed(let operations): operations
-      case .other(let dependencies): dependencies.operations
-      }
-    }
-
-    var outcome: Dependencies.Outcome {
-      switch self {
-      case .routed: .routed
-      case .other(let dependencies): dependencies.outcome
-      }
-    }
-
-    init(_ operations: [Operation], _ outcome: Dependencies.Outcome, gate: Operation? = nil) {
-      if case .routed = outcome, gate == nil {
-        self = .routed(operations)
-      } else {
-        self = .other(Dependencies(operations, outcome, gate: gate))
-      }
-    }
-  }
-
-  /// The rare dependency news, boxed (see ``DependencyNews``).
+  /// What a task tracked with `after:` learned from its dependencies: boxed, so that the exits
+  /// of every other task stay small.
   final class Dependencies {
     enum Outcome {
       /// All were routed: the task is skipped if one of them failed or was cancelled.
@@ -91,7 +59,7 @@ struct TaskExit {
   /// What the job hands every task leaving its admission line (a group's context), if any.
   let shared: AnyObject?
   /// Its dependencies' outcome, for a task tracked with `after:` (`nil` for any other).
-  let dependencies: DependencyNews?
+  let dependencies: Dependencies?
   /// Events are listened to: the caller confirms the task's tracking (`taskTracked`, its start
   /// observed) before it is queued.
   let confirmsTracking: Bool
@@ -106,7 +74,7 @@ struct TaskExit {
 
   init(
     _ node: TaskNode, _ task: Operation, to destination: Destination, queue: OperationQueue?,
-    shared: AnyObject? = nil, dependencies: DependencyNews? = nil, confirmsTracking: Bool = false,
+    shared: AnyObject? = nil, dependencies: Dependencies? = nil, confirmsTracking: Bool = false,
     cancelsFirst: Bool = false, leftAdmissionLine: Bool = false
   ) {
     self.node = node
@@ -136,15 +104,11 @@ extension JobController {
   func performExits(_ exits: [TaskExit]) {
     var batch = exits
     while !batch.isEmpty {
-      var asking = 0
-      var asker: TaskExit?
+      var asksForSlots = false
       for exit in batch where performOne(exit) {
-        asking += 1
-        asker = exit
+        asksForSlots = true
       }
-      if asking == 1, let asker {
-        askForSlot(asker)
-      } else if asking > 1 {
+      if asksForSlots {
         performExits(withJobState { $0.askForSlots(batch) })
       }
       guard batch.count >= TaskExit.batchLimit, batch[batch.count - 1].leftAdmissionLine else { return }
@@ -152,18 +116,10 @@ extension JobController {
     }
   }
 
-  /// `exit`, carried out already, asks its task type for a slot, and is queued if admitted
-  /// (one exit: no array).
-  private func askForSlot(_ exit: TaskExit) {
-    if let queue = exit.queue, withJobState({ $0.admitOrWait(exit.node, queue: queue) }) {
-      enqueue(exit.task, on: queue)
-    }
-  }
-
   /// ``performExits(_:)`` for one exit (a sequential group's next task): no array.
   func performExit(_ exit: TaskExit) {
     if performOne(exit) {
-      askForSlot(exit)
+      performExits(withJobState { $0.askForSlots([exit]) })
     }
   }
 
@@ -210,9 +166,7 @@ extension JobController {
         startWithoutRunning(exit.task, orQueueOn: queue)
       }
     case .gate:
-      if case .other(let dependencies) = exit.dependencies {
-        dependencies.gate?.start()
-      }
+      exit.dependencies?.gate?.start()
     case .queue, .none:
       break
     }
@@ -222,17 +176,7 @@ extension JobController {
   /// Skips `exit`'s task (it finishes at once, without running) if a dependency failed or was
   /// cancelled, or was never routed (reported). The dependencies' `isCancelled`, error and
   /// `name` are read here, with no lock held.
-  private func skipIfDependenciesFailed(_ task: Operation, _ news: TaskExit.DependencyNews) {
-    let dependencies: TaskExit.Dependencies
-    switch news {
-    case .routed(let operations):
-      guard let failed = operations.first(where: Self.hasFailed) else { return }
-      let message = "its dependency \(Self.label(of: failed)) failed or was cancelled"
-      skip(task, JobKitError(.dependencyFailed, message: "\(Self.label(of: task)) was skipped: \(message)"))
-      return
-    case .other(let boxed):
-      dependencies = boxed
-    }
+  private func skipIfDependenciesFailed(_ task: Operation, _ dependencies: TaskExit.Dependencies) {
     let skip: JobKitError
     switch dependencies.outcome {
     case .dropped:
@@ -253,13 +197,8 @@ extension JobController {
         .dependencyFailed,
         message: "\(Self.label(of: task)) was skipped: its dependency \(names) was never routed by this job")
     }
-    self.skip(task, skip)
-  }
-
-  /// Finishes `task` without running it, with `error` (a plain `Operation` is cancelled).
-  private func skip(_ task: Operation, _ error: JobKitError) {
     if let operation = task as? ConcurrentOperation {
-      operation.skipForFailedDependency(error)
+      operation.skipForFailedDependency(skip)
     } else {
       task.cancel()
     }

@@ -48,7 +48,7 @@ extension TaskExit {
     }
     self.init(
       release.node, wait.task, to: destination, queue: queue,
-      dependencies: DependencyNews(wait.dependencies, outcome, gate: gate))
+      dependencies: Dependencies(wait.dependencies, outcome, gate: gate))
   }
 }
 
@@ -83,14 +83,14 @@ extension JobState {
     guard node.state.isUnfinished else {
       dependencies.closeWindow(window)
       return TaskExit(
-        node, wait.task, to: .none, queue: nil, dependencies: TaskExit.DependencyNews(wait.dependencies, .dropped))
+        node, wait.task, to: .none, queue: nil, dependencies: TaskExit.Dependencies(wait.dependencies, .dropped))
     }
     return dependencies.wait(node, for: named, payload: wait, window: window).map(TaskExit.init)
   }
 
   /// The exits of the tasks that routed tasks released since the last call (usually none).
   mutating func takeDependencyExits() -> [TaskExit] {
-    dependencies.takeReleased(as: TaskExit.init)
+    dependencies.takeReleased().map(TaskExit.init)
   }
 
   /// `node` is dropped without being routed (a duplicate, a replaced attempt): it is no longer

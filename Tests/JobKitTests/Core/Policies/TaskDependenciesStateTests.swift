@@ -260,11 +260,10 @@ struct TaskDependenciesStateTests {
     #expect(node === first && routing.exits.isEmpty)
     let next = state.nextDrain(on: 1, routed: first)
     #expect(next?.exits.count == 1 && next?.exits.first?.node === second)
-    // All routed and no gate: the news is the dependencies alone, with no box.
-    guard let released = next?.exits.first?.dependencies, case .routed(let operations) = released else {
+    guard let released = next?.exits.first?.dependencies, case .routed = released.outcome else {
       Issue.record("the dependant is not released as ready")
       return
     }
-    #expect(operations.count == 1 && operations[0] === dependency)
+    #expect(released.operations.count == 1 && released.operations[0] === dependency)
   }
 }
