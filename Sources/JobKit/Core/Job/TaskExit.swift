@@ -104,11 +104,15 @@ extension JobController {
   func performExits(_ exits: [TaskExit]) {
     var batch = exits
     while !batch.isEmpty {
-      var asksForSlots = false
+      var asking = 0
+      var asker: TaskExit?
       for exit in batch where performOne(exit) {
-        asksForSlots = true
+        asking += 1
+        asker = exit
       }
-      if asksForSlots {
+      if asking == 1, let asker {
+        askForSlot(asker)
+      } else if asking > 1 {
         performExits(withJobState { $0.askForSlots(batch) })
       }
       guard batch.count >= TaskExit.batchLimit, batch[batch.count - 1].leftAdmissionLine else { return }
@@ -119,7 +123,15 @@ extension JobController {
   /// ``performExits(_:)`` for one exit (a sequential group's next task): no array.
   func performExit(_ exit: TaskExit) {
     if performOne(exit) {
-      performExits(withJobState { $0.askForSlots([exit]) })
+      askForSlot(exit)
+    }
+  }
+
+  /// `exit`, carried out already, asks its task type for a slot, and is queued if admitted
+  /// (one exit: no array).
+  private func askForSlot(_ exit: TaskExit) {
+    if let queue = exit.queue, withJobState({ $0.admitOrWait(exit.node, queue: queue) }) {
+      enqueue(exit.task, on: queue)
     }
   }
 
