@@ -139,6 +139,24 @@ extension RemoteQueue {
       return rows
     }
   }
+
+  /// Runs `statement`'s SQL unprepared, planned for its values at each call, within
+  /// ``Configuration/statementTimeout``. For statements that find rows by id: a plan cached
+  /// while the table was small scans the whole table, and a connection would keep it as the
+  /// table grows (a store of 16 rows, with the plan made at 900 rows: 104 ms at 20,900).
+  func planned<Statement: PostgresPreparedStatement>(_ statement: Statement) async throws -> [Statement.Row]
+  where Statement.Row: Sendable {
+    let query = PostgresQuery(unsafeSQL: Statement.sql, binds: try statement.makeBindings())
+    let client = client
+    let logger = logger
+    return try await bounded {
+      var rows: [Statement.Row] = []
+      for try await row in try await client.query(query, logger: logger) {
+        rows.append(try statement.decodeRow(row))
+      }
+      return rows
+    }
+  }
 }
 
 /// Inserts a batch of rows of one queue, one `NOTIFY` for all (the trigger's notifications of a

@@ -149,12 +149,12 @@ public final class RemoteQueue: Service, Sendable {
 
   /// The final rows among `ids`, and those that no longer exist (state `vanished`).
   func finalRows(among ids: [Int64]) async throws -> [(Int64, RemoteRow)] {
-    try await prepared(FinalRowsStatement(ids: ids))
+    try await planned(FinalRowsStatement(ids: ids))
   }
 }
 
-/// The final rows among `ids` (``RemoteQueue/finalRows(among:)``), prepared once per
-/// connection; a row that no longer exists comes back as `vanished`.
+/// The final rows among `ids` (``RemoteQueue/finalRows(among:)``), planned at each call (see
+/// ``RemoteQueue/planned(_:)``); a row that no longer exists comes back as `vanished`.
 struct FinalRowsStatement: PostgresPreparedStatement {
   typealias Row = (Int64, RemoteRow)
 

@@ -176,7 +176,7 @@ extension RemoteWorker {
       owner: owner, ids: ids, attempts: attempts, outcomes: kinds, outputs: outputs, messages: messages,
       delays: delays, codes: codes)
     var stored: [Int64: String] = [:]
-    for (id, state) in try await queue.prepared(store) {
+    for (id, state) in try await queue.planned(store) {
       stored[id] = state
     }
     return stored
@@ -202,8 +202,8 @@ extension RetryPolicy {
   }
 }
 
-/// The fenced store of a batch of outcomes (``RemoteWorker``'s completer), prepared once per
-/// connection. Each row's state: updated now, or found already stored by this run and attempt;
+/// The fenced store of a batch of outcomes (``RemoteWorker``'s completer), planned at each
+/// call (see ``RemoteQueue/planned(_:)``). Each row's state: updated now, or found already stored by this run and attempt;
 /// a row missing from the answer was rejected by the fence.
 struct StoreOutcomesStatement: PostgresPreparedStatement {
   typealias Row = (Int64, String)

@@ -102,6 +102,32 @@ extension DatabaseTests {
         }
       }
     }
+
+    /// The look-up of final rows is planned at each call: a connection keeps no plan of it (one
+    /// made while the table was small scans the whole table, and would stay as the table grows).
+    @Test func theLookUpOfFinalRowsLeavesNoCachedPlanOnItsConnection() async throws {
+      var configuration = try PostgresClient.Configuration(url: TestDatabase.url ?? "")
+      configuration.options.maximumConnections = 1
+      let client = PostgresClient(configuration: configuration)
+      try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { await client.run() }
+        defer { group.cancelAll() }
+        let queue = try await TestDatabase.makeQueue(client)
+        let ids = try await queue.insertRows(Self.rows(["a", "b"])).values.map(\.id)
+        for _ in 0..<7 {
+          let rows = try await queue.finalRows(among: ids + [-1])
+          #expect(rows.map(\.0) == [-1])
+        }
+        var cached: [String] = []
+        for try await (statement) in try await client.query(
+          "SELECT statement FROM pg_prepared_statements", logger: TestDatabase.logger
+        ).decode(String.self) {
+          cached.append(statement)
+        }
+        #expect(cached.count >= 1, "the insert is prepared on the client's one connection")
+        #expect(!cached.contains { $0.contains("'vanished'") })
+      }
+    }
   }
 }
 
