@@ -104,15 +104,11 @@ extension JobController {
   func performExits(_ exits: [TaskExit]) {
     var batch = exits
     while !batch.isEmpty {
-      var asking = 0
-      var asker: TaskExit?
+      var asksForSlots = false
       for exit in batch where performOne(exit) {
-        asking += 1
-        asker = exit
+        asksForSlots = true
       }
-      if asking == 1, let asker {
-        askForSlot(asker)
-      } else if asking > 1 {
+      if asksForSlots {
         performExits(withJobState { $0.askForSlots(batch) })
       }
       guard batch.count >= TaskExit.batchLimit, batch[batch.count - 1].leftAdmissionLine else { return }
@@ -123,15 +119,7 @@ extension JobController {
   /// ``performExits(_:)`` for one exit (a sequential group's next task): no array.
   func performExit(_ exit: TaskExit) {
     if performOne(exit) {
-      askForSlot(exit)
-    }
-  }
-
-  /// `exit`, carried out already, asks its task type for a slot, and is queued if admitted
-  /// (one exit: no array).
-  private func askForSlot(_ exit: TaskExit) {
-    if let queue = exit.queue, withJobState({ $0.admitOrWait(exit.node, queue: queue) }) {
-      enqueue(exit.task, on: queue)
+      performExits(withJobState { $0.askForSlots([exit]) })
     }
   }
 

@@ -90,7 +90,7 @@ extension JobState {
 
   /// The exits of the tasks that routed tasks released since the last call (usually none).
   mutating func takeDependencyExits() -> [TaskExit] {
-    dependencies.takeReleased(as: TaskExit.init)
+    dependencies.takeReleased().map(TaskExit.init)
   }
 
   /// `node` is dropped without being routed (a duplicate, a replaced attempt): it is no longer

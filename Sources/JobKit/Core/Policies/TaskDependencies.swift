@@ -183,14 +183,6 @@ struct TaskDependencies<Node: AnyObject, Payload> {
     dependants = [:]
   }
 
-  /// ``takeReleased()``, each made into a `T` by `transform`: the released list keeps its
-  /// buffer for the next routings, so only the returned array is allocated.
-  mutating func takeReleased<T>(as transform: (Release) -> T) -> [T] {
-    guard !released.isEmpty else { return [] }
-    defer { released.removeAll(keepingCapacity: true) }
-    return released.map(transform)
-  }
-
   /// The tasks released since the last call, in the order they were released.
   mutating func takeReleased() -> [Release] {
     guard !released.isEmpty else { return [] }
