@@ -34,11 +34,11 @@ struct JobState {
   /// `timeLimit`, and what admissions leave to do after the lock (`JobState+Limits.swift`).
   var timeLimit = TimeLimit()
   var afterLockEffects = AfterLockEffects()
-  /// Tasks held back while the job is suspended (`JobState+Suspension.swift`).
+  /// Whether the job is suspended, and its children told (`JobState+Suspension.swift`).
   var suspension = JobSuspension()
   /// Tasks waiting for their dependencies (`JobState+Dependencies.swift`); inactive until used.
   var dependencies = TaskDependencies<TaskNode, DependencyWait>()
-  /// Which tasks tracked for admission may go on now (`Policies/JobAdmission.swift`).
+  /// Every task waiting for its turn, the resume or a slot (`Policies/JobAdmission.swift`).
   var admission = JobAdmission()
   /// The job's reference to itself while something that does not hold it may call it.
   var keeper = JobKeeper()
@@ -134,7 +134,7 @@ struct JobState {
     var queueNow = queue != nil && !waitsForDependencies && !waitsForAdmission
     if waitsForAdmission, let queue {
       // Waiting from now on, for inspection too, though it enters the line only once observed.
-      node.waitForAdmission(on: queue)
+      node.wait(for: .turn, on: queue)
     }
     var waitsForSlot = false
     if queueNow, node.typeEntry.limit != nil || node.typeEntry.rate != nil || suspension.isSuspended {
@@ -218,7 +218,7 @@ struct JobState {
     if keeper.isKeptByTasks {
       afterLockEffects.release(keeper.letGo(of: node))
     }
-    guard release.slot || release.box != nil || release.leftLine else { return nil }
+    guard release.slot || release.box != nil || release.leftLine != nil else { return nil }
     return FinishActions(exits: giveBack(release, of: node), timeout: release.timer)
   }
 
