@@ -36,9 +36,8 @@ struct JobState {
   var afterLockEffects = AfterLockEffects()
   /// Whether the job is suspended, and its children told (`JobState+Suspension.swift`).
   var suspension = JobSuspension()
-  /// Tasks waiting for their dependencies (`JobState+Dependencies.swift`); inactive until used.
-  var dependencies = TaskDependencies<TaskNode, DependencyWait>()
-  /// Every task waiting for its turn, the resume or a slot (`Policies/JobAdmission.swift`).
+  /// Every task waiting for its turn, the resume, a slot or its dependencies
+  /// (`Policies/JobAdmission.swift`, `JobState+Dependencies.swift`).
   var admission = JobAdmission()
   /// The job's reference to itself while something that does not hold it may call it.
   var keeper = JobKeeper()
@@ -115,7 +114,7 @@ struct JobState {
       // Before the start, only a task the job hands out keeps it alive (see `JobKeeper`).
       keeper.keep(for: node)
     }
-    if dependencies.isActive || waitsForDependencies {
+    if admission.usesDependencies || waitsForDependencies {
       indexForDependencies(node, task, activating: waitsForDependencies)
     }
     progressChanged(progress.tracked(task))
@@ -295,8 +294,8 @@ struct JobState {
   mutating func routed(_ node: TaskNode) -> GroupOutcome {
     if let task = node.task {
       progressChanged(progress.routed(task))
-      if dependencies.isActive {
-        dependencies.routed(node, as: ObjectIdentifier(task), object: task)
+      if admission.usesDependencies {
+        admission.routedForDependencies(node, as: ObjectIdentifier(task), object: task)
       }
     }
     _ = node.letGoOfTask()
@@ -352,7 +351,7 @@ struct JobState {
   var hasStepDue: Bool {
     guard phase.hasMainReturned else { return false }
     return (registry.hasDeferredGroups && !phase.isStopping) || registry.isEmpty
-      || (dependencies.isActive && (dependencies.hasReleased || isStalled))
+      || (admission.usesDependencies && (admission.hasDependencyWaitEnds || isStalled))
   }
 
   /// `allTasksFinished()` returned. Returns the finish if it tracked nothing new, else `nil`.

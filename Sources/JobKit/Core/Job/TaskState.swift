@@ -12,8 +12,8 @@ import Foundation
 /// ```
 ///
 /// A job-queued task's `slot` goes `none` → `holding` (a limited group's free slot), or through
-/// `waiting(queue, for:)` (in its job's admission, `JobAdmission`: for its turn, the resume or a
-/// slot, then `none` or `holding`) before it is queued.
+/// a `waitingFor…(queue)` case (in its job's admission, `JobAdmission`: for its turn, the resume,
+/// a slot or its dependencies, then `none` or `holding`) before it is queued.
 ///
 /// Only changed under the job's lock (or by the router once the task finished). Transitions
 /// return what the caller must do after releasing it; none calls anything.
@@ -40,9 +40,13 @@ enum TaskState {
   enum Slot {
     /// Its group has no limit, or the caller queues it itself.
     case none
-    /// Waits in its job's admission (`JobAdmission`) for `need`, to go to `queue` once nothing
-    /// else stands in its way (it asks for the next condition as it leaves).
-    case waiting(OperationQueue, for: Need)
+    // Waits in its job's admission (`JobAdmission`) for one need, to go to `queue` once nothing
+    // else stands in its way (it asks for the next need as it leaves): one case per need, so
+    // that a slot stays one word (`waiting` and `waiting(_:for:)` read and make them as one).
+    case waitingForTurn(OperationQueue)
+    case waitingForResume(OperationQueue)
+    case waitingForSlot(OperationQueue)
+    case waitingForDependencies(OperationQueue)
     /// Holds one of its group's slots until it finishes (or its attempt fails and waits).
     case holding
   }
@@ -56,6 +60,9 @@ enum TaskState {
     case resume
     /// A slot of its task type's limit, and a token of its rate limit.
     case slot
+    /// Its dependencies, routed (`trackAndQueue(_:after:completion:)`; a task its caller
+    /// queues, held by a gate, is not in this state).
+    case dependencies
   }
 
   /// A timeout armed for the task's current attempt.
@@ -101,8 +108,8 @@ enum TaskState {
     var box: TimerBox?
     /// It was still waiting for its turn or a slot (someone else queued it: misuse): the caller
     /// takes it out of that line, so that the line never holds a routed node's last reference.
-    /// (One waiting for the resume stays listed: the resume drops it, and releases it after the
-    /// lock.)
+    /// (One waiting for the resume or its dependencies stays listed: the resume, or its routing,
+    /// drops it, and releases it after the lock.)
     var leftLine: Need?
 
     var timer: (any JobTimer)? { box?.timer }
@@ -222,7 +229,15 @@ enum TaskState {
   /// The task, waiting for `need`, waits no more. Returns the queue it goes to, or `nil` (and
   /// changes nothing) if it no longer waits for `need` (it finished, or was dropped, meanwhile).
   mutating func stopWaiting(for need: Need) -> OperationQueue? {
-    guard case .unfinished(.waiting(let queue, need), let timeout) = self else { return nil }
+    guard case .unfinished(let slot, let timeout) = self else { return nil }
+    let queue: OperationQueue
+    switch (slot, need) {
+    case (.waitingForTurn(let target), .turn), (.waitingForResume(let target), .resume),
+      (.waitingForSlot(let target), .slot), (.waitingForDependencies(let target), .dependencies):
+      queue = target
+    default:
+      return nil
+    }
     self = .unfinished(slot: .none, timeout: timeout)
     return queue
   }
@@ -238,15 +253,20 @@ enum TaskState {
   /// The task waiting for a slot gets one. Returns the queue it goes to, or `nil` (and takes
   /// nothing) if it no longer waits for one.
   mutating func admitFromLine() -> OperationQueue? {
-    guard case .unfinished(.waiting(let queue, .slot), let timeout) = self else { return nil }
+    guard case .unfinished(.waitingForSlot(let queue), let timeout) = self else { return nil }
     self = .unfinished(slot: .holding, timeout: timeout)
     return queue
   }
 
   /// Whether the unfinished task waits for `need`.
   func waits(for need: Need) -> Bool {
-    if case .unfinished(.waiting(_, need), _) = self { return true }
-    return false
+    switch (self, need) {
+    case (.unfinished(.waitingForTurn, _), .turn), (.unfinished(.waitingForResume, _), .resume),
+      (.unfinished(.waitingForSlot, _), .slot), (.unfinished(.waitingForDependencies, _), .dependencies):
+      return true
+    default:
+      return false
+    }
   }
 
   /// The task is no longer tracked (routed, or dropped).
@@ -261,10 +281,34 @@ extension TaskState.Slot {
     return false
   }
 
+  /// A task waiting for `need`, to go to `queue` then.
+  static func waiting(_ queue: OperationQueue, for need: TaskState.Need) -> Self {
+    switch need {
+    case .turn: .waitingForTurn(queue)
+    case .resume: .waitingForResume(queue)
+    case .slot: .waitingForSlot(queue)
+    case .dependencies: .waitingForDependencies(queue)
+    }
+  }
+
+  /// What the task waits for, and the queue it goes to then; `nil` if it does not wait.
+  var waiting: (queue: OperationQueue, need: TaskState.Need)? {
+    switch self {
+    case .waitingForTurn(let queue): (queue, .turn)
+    case .waitingForResume(let queue): (queue, .resume)
+    case .waitingForSlot(let queue): (queue, .slot)
+    case .waitingForDependencies(let queue): (queue, .dependencies)
+    case .none, .holding: nil
+    }
+  }
+
   /// The line a finished task leaves (see `Release.leftLine`).
   var leftLine: TaskState.Need? {
-    guard case .waiting(_, let need) = self, need != .resume else { return nil }
-    return need
+    switch self {
+    case .waitingForTurn: .turn
+    case .waitingForSlot: .slot
+    case .none, .holding, .waitingForResume, .waitingForDependencies: nil
+    }
   }
 }
 

@@ -1,13 +1,15 @@
 import Foundation
 
 /// A job's admission: every task it tracked that waits before its queue, in one value, each in
-/// the line of what it waits for now (its state's slot is `.waiting(queue, for: need)`):
+/// the line of what it waits for now (its state's slot, read as `Slot.waiting`):
 ///
 /// - `turn`: tracked to wait for the job's admission (`trackForAdmission`, a group's added tasks),
 ///   in one line, let go in `order` once open (`main()` began), not paused, not blocked;
 /// - `resume`: held while the job is suspended, in the order they came;
 /// - `slot`: one line per task type with a limit or a rate limit, each its own FIFO, found by
-///   the type entry's `slotLine` index: a freed slot visits only its own type's line.
+///   the type entry's `slotLine` index: a freed slot visits only its own type's line;
+/// - `dependencies`: tracked with `after:`, until their dependencies were routed
+///   (``TaskDependencies``, indexed by node and by dependency).
 ///
 /// A task leaving one line asks for the next condition (`admitOrWait`). A stop lets the turn
 /// line go at once, cancelled; a task leaving the slot line of a stopped job still needs a slot.
@@ -34,6 +36,9 @@ struct JobAdmission {
   private var resumeLine: [TaskNode] = []
   /// Tasks waiting for a slot, one line per task type, at its entry's `slotLine`.
   private var slotLines: [Line<TaskNode>] = []
+  /// Tasks waiting for their dependencies, and the index of the job's unrouted tasks they need
+  /// (inactive, and free, until a task names dependencies).
+  private var dependencies = TaskDependencies<TaskNode, DependencyWait>()
   /// What every task leaving the line is handed before it is queued (a group's context), by
   /// `JobController.prepareForAdmission`.
   private(set) var shared: AnyObject?
@@ -146,8 +151,8 @@ struct JobAdmission {
     case .slot:
       guard let index = node.typeEntry.slotLine else { return }
       slotLines[index].removeFirst { $0 === node }
-    case .resume:
-      break  // dropped at the resume
+    case .resume, .dependencies:
+      break  // dropped at the resume, or as it is routed
     }
   }
 
@@ -209,6 +214,54 @@ struct JobAdmission {
     }
     return admitted
   }
+
+  // MARK: Waiting for dependencies (see `TaskDependencies`, whose transitions these forward to)
+
+  /// A task that waits for its dependencies no more, and why.
+  typealias DependencyWaitEnd = TaskDependencies<TaskNode, DependencyWait>.Release
+
+  /// Whether the job has used dependencies (until then, routing pays one `Bool` read for them).
+  var usesDependencies: Bool { dependencies.isActive }
+  var waitingForDependencies: Int { dependencies.waitingCount }
+  /// Whether routed tasks ended waits that the caller has not taken yet.
+  var hasDependencyWaitEnds: Bool { dependencies.hasReleased }
+  /// How many routed tasks are remembered for open windows (see `TaskDependencies`).
+  var dependencyRecordCount: Int { dependencies.routedRecordCount }
+
+  mutating func activateDependencies(unrouted tasks: some Sequence<(key: ObjectIdentifier, node: TaskNode)>) {
+    dependencies.activate(unrouted: tasks)
+  }
+
+  mutating func trackedForDependencies(_ node: TaskNode, as key: ObjectIdentifier) {
+    dependencies.tracked(node, as: key)
+  }
+
+  mutating func forgotForDependencies(_ node: TaskNode, as key: ObjectIdentifier) {
+    dependencies.forgot(node, as: key)
+  }
+
+  mutating func openDependencyWindow() -> UInt64 { dependencies.openWindow() }
+
+  mutating func closeDependencyWindow(_ window: UInt64) { dependencies.closeWindow(window) }
+
+  /// `node` waits for `named` (to go to `queue`, if the job queues it), or is released at once.
+  mutating func waitForDependencies(
+    _ node: TaskNode, _ named: [TaskDependencies<TaskNode, DependencyWait>.Named], _ wait: DependencyWait,
+    queue: OperationQueue?, window: UInt64
+  ) -> DependencyWaitEnd? {
+    if let queue {
+      node.wait(for: .dependencies, on: queue)
+    }
+    return dependencies.wait(node, for: named, payload: wait, window: window)
+  }
+
+  mutating func routedForDependencies(_ node: TaskNode, as key: ObjectIdentifier, object: AnyObject) {
+    dependencies.routed(node, as: key, object: object)
+  }
+
+  mutating func stallDependencies() { dependencies.stall() }
+
+  mutating func takeDependencyWaitEnds() -> [DependencyWaitEnd] { dependencies.takeReleased() }
 }
 
 extension JobState {

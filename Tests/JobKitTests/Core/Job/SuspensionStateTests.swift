@@ -161,7 +161,7 @@ struct SuspensionStateTests {
     #expect(state.admission.waitingForResume == 3)
     // Each held-back task's own state says so, with the queue it goes to.
     let held = state.registry.nodes.filter { node in
-      guard case .unfinished(.waiting(let heldFor, .resume), _) = node.state else { return false }
+      guard case .unfinished(.waitingForResume(let heldFor), _) = node.state else { return false }
       return heldFor === queue
     }
     #expect(Set(held.map { ObjectIdentifier($0.operation) }) == Set(tasks.map(ObjectIdentifier.init)))
