@@ -27,9 +27,10 @@ struct JobSuspension {
 /// Suspension: the job-queued tasks tracked while suspended wait like tasks waiting for a group
 /// slot (`JobState+Limits.swift`): a `track` hands them to `admitOrWait` once observed, which
 /// holds them back in the admission's resume line (their state's slot is
-/// `.waiting(queue, for: .resume)`); no slot is given while suspended. A plain job pays one Bool check per `track` for it. A resume admits them in
-/// order (limits first: tasks that waited for a slot before the suspension keep their place); a
-/// stop ends the suspension the same way, after cancelling them, so they finish without running.
+/// `.waitingForResume(queue)`); no slot is given while suspended. A plain job pays one Bool check
+/// per `track` for it. A resume admits them in order (limits first: tasks that waited for a slot
+/// before the suspension keep their place); a stop ends the suspension the same way, after
+/// cancelling them, so they finish without running.
 extension JobState {
   struct SuspensionActions {
     /// Tasks admitted by a resume: the caller queues them.
