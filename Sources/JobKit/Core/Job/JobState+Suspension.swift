@@ -1,7 +1,8 @@
 import Foundation
 
 /// A suspended job (``ConcurrentOperation/suspend()`` on a ``JobController``): the tasks it would
-/// queue wait here, tracked, until it is resumed; its children are told to suspend and resume.
+/// queue wait for the resume in its admission (`JobAdmission`); its children are told to suspend
+/// and resume.
 ///
 /// The job's own ``OperationState`` holds the flag users see; the job follows it (a
 /// ``StampedFlag``: each change reaches the job with its generation, `setSuspended(_:generation:)`,
@@ -12,9 +13,6 @@ struct JobSuspension {
   /// Follows the job's operation's own flag.
   fileprivate(set) var flag = StampedFlag()
   var isSuspended: Bool { flag.isSet }
-  /// Job-queued tasks tracked while suspended, observed and waiting for the resume (or a stop),
-  /// in tracking order; each one's own state says where it goes (`TaskState.Slot.suspended`).
-  fileprivate(set) var waiting: [TaskNode] = []
   /// What the children were last told (`true`: suspend).
   fileprivate(set) var childrenSuspended = false
   /// A thread is telling the children (see `nextNoticeToChildren()`).
@@ -28,10 +26,11 @@ struct JobSuspension {
 
 /// Suspension: the job-queued tasks tracked while suspended wait like tasks waiting for a group
 /// slot (`JobState+Limits.swift`): a `track` hands them to `admitOrWait` once observed, which
-/// holds them back (their state's slot is `.suspended(queue)`) in `suspension.waiting`; no slot
-/// is given while suspended. A plain job pays one Bool check per `track` for it. A resume admits them in
-/// order (limits first: tasks that waited for a slot before the suspension keep their place); a
-/// stop ends the suspension the same way, after cancelling them, so they finish without running.
+/// holds them back in the admission's resume line (their state's slot is
+/// `.waitingForResume(queue)`); no slot is given while suspended. A plain job pays one Bool check
+/// per `track` for it. A resume admits them in order (limits first: tasks that waited for a slot
+/// before the suspension keep their place); a stop ends the suspension the same way, after
+/// cancelling them, so they finish without running.
 extension JobState {
   struct SuspensionActions {
     /// Tasks admitted by a resume: the caller queues them.
@@ -97,15 +96,13 @@ extension JobState {
   private mutating func admitSuspended() -> (admitted: [TaskExit], released: [TaskNode]) {
     var admitted: [TaskExit] = []
     var released: [TaskNode] = []
-    for group in registry.groups.values where group.waitingCount > 0 {
-      admitted += admissions(group.admitWaiting())
+    for group in registry.groups.values where admission.waitingForSlot(of: group) > 0 {
+      admitted += admitWaiting(of: group)
     }
     admitted = inTrackingOrder(admitted)
-    let waiting = suspension.waiting
-    suspension.waiting = []
-    for node in waiting {
+    for node in admission.takeResumeLine() {
       // A task no longer held back (it finished meanwhile) is not queued.
-      guard let queue = node.endWaitForResume() else {
+      guard let queue = node.stopWaiting(for: .resume) else {
         released.append(node)
         continue
       }
@@ -114,12 +111,5 @@ extension JobState {
       }
     }
     return (admitted, released)
-  }
-
-  /// `node` (unfinished, observed, without a slot) waits for the resume, to go to `queue`.
-  mutating func waitForResume(_ node: TaskNode, for queue: OperationQueue) {
-    if node.waitForResume(on: queue) {
-      suspension.waiting.append(node)
-    }
   }
 }

@@ -34,11 +34,10 @@ struct JobState {
   /// `timeLimit`, and what admissions leave to do after the lock (`JobState+Limits.swift`).
   var timeLimit = TimeLimit()
   var afterLockEffects = AfterLockEffects()
-  /// Tasks held back while the job is suspended (`JobState+Suspension.swift`).
+  /// Whether the job is suspended, and its children told (`JobState+Suspension.swift`).
   var suspension = JobSuspension()
-  /// Tasks waiting for their dependencies (`JobState+Dependencies.swift`); inactive until used.
-  var dependencies = TaskDependencies<TaskNode, DependencyWait>()
-  /// Which tasks tracked for admission may go on now (`Policies/JobAdmission.swift`).
+  /// Every task waiting for its turn, the resume, a slot or its dependencies
+  /// (`Policies/JobAdmission.swift`, `JobState+Dependencies.swift`).
   var admission = JobAdmission()
   /// The job's reference to itself while something that does not hold it may call it.
   var keeper = JobKeeper()
@@ -115,7 +114,7 @@ struct JobState {
       // Before the start, only a task the job hands out keeps it alive (see `JobKeeper`).
       keeper.keep(for: node)
     }
-    if dependencies.isActive || waitsForDependencies {
+    if admission.usesDependencies || waitsForDependencies {
       indexForDependencies(node, task, activating: waitsForDependencies)
     }
     progressChanged(progress.tracked(task))
@@ -134,7 +133,7 @@ struct JobState {
     var queueNow = queue != nil && !waitsForDependencies && !waitsForAdmission
     if waitsForAdmission, let queue {
       // Waiting from now on, for inspection too, though it enters the line only once observed.
-      node.waitForAdmission(on: queue)
+      node.wait(for: .turn, on: queue)
     }
     var waitsForSlot = false
     if queueNow, node.typeEntry.limit != nil || node.typeEntry.rate != nil || suspension.isSuspended {
@@ -218,7 +217,7 @@ struct JobState {
     if keeper.isKeptByTasks {
       afterLockEffects.release(keeper.letGo(of: node))
     }
-    guard release.slot || release.box != nil || release.leftLine else { return nil }
+    guard release.slot || release.box != nil || release.leftLine != nil else { return nil }
     return FinishActions(exits: giveBack(release, of: node), timeout: release.timer)
   }
 
@@ -295,8 +294,8 @@ struct JobState {
   mutating func routed(_ node: TaskNode) -> GroupOutcome {
     if let task = node.task {
       progressChanged(progress.routed(task))
-      if dependencies.isActive {
-        dependencies.routed(node, as: ObjectIdentifier(task), object: task)
+      if admission.usesDependencies {
+        admission.routedForDependencies(node, as: ObjectIdentifier(task), object: task)
       }
     }
     _ = node.letGoOfTask()
@@ -352,7 +351,7 @@ struct JobState {
   var hasStepDue: Bool {
     guard phase.hasMainReturned else { return false }
     return (registry.hasDeferredGroups && !phase.isStopping) || registry.isEmpty
-      || (dependencies.isActive && (dependencies.hasReleased || isStalled))
+      || (admission.usesDependencies && (admission.hasDependencyWaitEnds || isStalled))
   }
 
   /// `allTasksFinished()` returned. Returns the finish if it tracked nothing new, else `nil`.

@@ -276,7 +276,7 @@ extension JobState {
     // Usually nothing (every routed task asks): then nothing is built.
     guard
       outbox.hasEvents || outbox.progressChanged || !afterLockEffects.isEmpty
-        || (releasingDependants && dependencies.hasReleased)
+        || (releasingDependants && admission.hasDependencyWaitEnds)
     else { return }
     let taken = outbox.takeNested()
     let events = taken.events.isEmpty ? nil : listeners.delivery(of: taken.events)
@@ -284,7 +284,7 @@ extension JobState {
     // Producers a routed task made room for (`setMaxQueuedTasks`): usually none.
     let effects = takeAfterLockEffects()
     // Dependants released by routed tasks (`trackAndQueue(_:after:)`): usually none.
-    let exits = releasingDependants && dependencies.hasReleased ? takeDependencyExits() : []
+    let exits = releasingDependants && admission.hasDependencyWaitEnds ? takeDependencyExits() : []
     if events != nil || publication != nil || effects != nil || !exits.isEmpty {
       drain.deliveries = Deliveries(events: events, progress: publication, effects: effects, exits: exits)
     }

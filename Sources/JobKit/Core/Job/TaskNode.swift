@@ -173,13 +173,11 @@ extension TaskNode {
   func timeoutScheduled(_ timer: any JobTimer) -> Bool { state.timeoutScheduled(timer) }
   func timeoutExpired() -> TaskState.Release? { state.timeoutExpired() }
   func stop() -> TaskState.StopOutcome { state.stop() }
-  func waitForSlot(on queue: OperationQueue) { state.waitForSlot(on: queue) }
+  @discardableResult
+  func wait(for need: TaskState.Need, on queue: OperationQueue) -> Bool { state.wait(for: need, on: queue) }
+  func stopWaiting(for need: TaskState.Need) -> OperationQueue? { state.stopWaiting(for: need) }
   func takeSlot() -> Bool { state.takeSlot() }
-  func waitForResume(on queue: OperationQueue) -> Bool { state.waitForResume(on: queue) }
-  func endWaitForResume() -> OperationQueue? { state.endWaitForResume() }
   func admitFromLine() -> OperationQueue? { state.admitFromLine() }
-  func waitForAdmission(on queue: OperationQueue) { state.waitForAdmission(on: queue) }
-  func leaveAdmission() -> OperationQueue? { state.leaveAdmission() }
   /// The task is no longer tracked (routed, or dropped).
   func markRemoved() { state.remove() }
 }

@@ -12,9 +12,8 @@ import Foundation
 /// ```
 ///
 /// A job-queued task's `slot` goes `none` → `holding` (a limited group's free slot), or through
-/// `admission(queue)` (its job's admission line, then `none` once admitted), `waiting(queue)`
-/// (its group's line) or `suspended(queue)` (held back while its job is suspended, then `none`
-/// again at the resume), before it is queued.
+/// a `waitingFor…(queue)` case (in its job's admission, `JobAdmission`: for its turn, the resume,
+/// a slot or its dependencies, then `none` or `holding`) before it is queued.
 ///
 /// Only changed under the job's lock (or by the router once the task finished). Transitions
 /// return what the caller must do after releasing it; none calls anything.
@@ -41,15 +40,29 @@ enum TaskState {
   enum Slot {
     /// Its group has no limit, or the caller queues it itself.
     case none
-    /// Held back by its job's suspension (in `JobSuspension.waiting`); once the job is resumed
-    /// (or stopped) it asks its group for a slot, as if tracked then, and goes to `queue`.
-    case suspended(OperationQueue)
-    /// In its group's line; goes to `queue` once admitted.
-    case waiting(OperationQueue)
-    /// In its job's admission line (`JobAdmission`); asks for a slot once admitted.
-    case admission(OperationQueue)
+    // Waits in its job's admission (`JobAdmission`) for one need, to go to `queue` once nothing
+    // else stands in its way (it asks for the next need as it leaves): one case per need, so
+    // that a slot stays one word (`waiting` and `waiting(_:for:)` read and make them as one).
+    case waitingForTurn(OperationQueue)
+    case waitingForResume(OperationQueue)
+    case waitingForSlot(OperationQueue)
+    case waitingForDependencies(OperationQueue)
     /// Holds one of its group's slots until it finishes (or its attempt fails and waits).
     case holding
+  }
+
+  /// What a waiting task waits for, asked in this order as it goes: one at a time, because each
+  /// may change while it waits (a resume, a limit set, a rate dropped by a stop).
+  enum Need: UInt8 {
+    /// Its turn in its job's admission line (a group admits it: open, not paused, its turn).
+    case turn
+    /// Its job's resume (the job is suspended).
+    case resume
+    /// A slot of its task type's limit, and a token of its rate limit.
+    case slot
+    /// Its dependencies, routed (`trackAndQueue(_:after:completion:)`; a task its caller
+    /// queues, held by a gate, is not in this state).
+    case dependencies
   }
 
   /// A timeout armed for the task's current attempt.
@@ -93,26 +106,22 @@ enum TaskState {
     var slot = false
     /// Its armed timeout's timer, to cancel.
     var box: TimerBox?
-    /// It was still waiting in its group's line (someone else queued it: misuse): the caller
-    /// takes it out of the line, so that the line never holds a routed node's last reference.
-    var leftLine = false
-    /// The line it was in is its job's admission line (`leftLine` is set too).
-    var leftAdmission = false
+    /// It was still waiting for its turn or a slot (someone else queued it: misuse): the caller
+    /// takes it out of that line, so that the line never holds a routed node's last reference.
+    /// (One waiting for the resume or its dependencies stays listed: the resume, or its routing,
+    /// drops it, and releases it after the lock.)
+    var leftLine: Need?
 
     var timer: (any JobTimer)? { box?.timer }
 
-    init(slot: Bool = false, timer box: TimerBox? = nil, leftLine: Bool = false) {
+    init(slot: Bool = false, timer box: TimerBox? = nil, leftLine: Need? = nil) {
       self.slot = slot
       self.box = box
       self.leftLine = leftLine
     }
 
     init(_ slot: Slot, _ timeout: Timeout) {
-      self.init(slot: slot.holdsSlot, timer: timeout.timer, leftLine: slot.isWaiting)
-      if case .admission = slot {
-        leftLine = true
-        leftAdmission = true
-      }
+      self.init(slot: slot.holdsSlot, timer: timeout.timer, leftLine: slot.leftLine)
     }
   }
 
@@ -208,14 +217,32 @@ enum TaskState {
     }
   }
 
-  /// The task waits in its group's line, to go to `queue` once admitted. Only for an
-  /// unfinished task without a slot.
-  mutating func waitForSlot(on queue: OperationQueue) {
-    guard case .unfinished(.none, let timeout) = self else { return }
-    self = .unfinished(slot: .waiting(queue), timeout: timeout)
+  /// The unfinished task, without a slot, waits for `need`, to go to `queue` then. Returns
+  /// `false` (and changes nothing) otherwise.
+  @discardableResult
+  mutating func wait(for need: Need, on queue: OperationQueue) -> Bool {
+    guard case .unfinished(.none, let timeout) = self else { return false }
+    self = .unfinished(slot: .waiting(queue, for: need), timeout: timeout)
+    return true
   }
 
-  /// The unfinished task, not in line, takes a free slot of its group at once. Returns `false`
+  /// The task, waiting for `need`, waits no more. Returns the queue it goes to, or `nil` (and
+  /// changes nothing) if it no longer waits for `need` (it finished, or was dropped, meanwhile).
+  mutating func stopWaiting(for need: Need) -> OperationQueue? {
+    guard case .unfinished(let slot, let timeout) = self else { return nil }
+    let queue: OperationQueue
+    switch (slot, need) {
+    case (.waitingForTurn(let target), .turn), (.waitingForResume(let target), .resume),
+      (.waitingForSlot(let target), .slot), (.waitingForDependencies(let target), .dependencies):
+      queue = target
+    default:
+      return nil
+    }
+    self = .unfinished(slot: .none, timeout: timeout)
+    return queue
+  }
+
+  /// The unfinished task, not waiting, takes a free slot of its group at once. Returns `false`
   /// (and takes nothing) otherwise.
   mutating func takeSlot() -> Bool {
     guard case .unfinished(.none, let timeout) = self else { return false }
@@ -223,29 +250,23 @@ enum TaskState {
     return true
   }
 
-  /// The task is held back by its job's suspension, to go to `queue` once let go. Only for an
-  /// unfinished task without a slot; returns `false` (and changes nothing) otherwise.
-  mutating func waitForResume(on queue: OperationQueue) -> Bool {
-    guard case .unfinished(.none, let timeout) = self else { return false }
-    self = .unfinished(slot: .suspended(queue), timeout: timeout)
-    return true
-  }
-
-  /// The suspension that held the task back ended. Returns the queue it goes to (the caller
-  /// asks its group for a slot first), or `nil` if it is no longer held back (it finished, or
-  /// was dropped, meanwhile).
-  mutating func endWaitForResume() -> OperationQueue? {
-    guard case .unfinished(.suspended(let queue), let timeout) = self else { return nil }
-    self = .unfinished(slot: .none, timeout: timeout)
-    return queue
-  }
-
-  /// The task waiting in its group's line gets a slot. Returns the queue it goes to, or `nil`
-  /// (and takes nothing) if it no longer waits.
+  /// The task waiting for a slot gets one. Returns the queue it goes to, or `nil` (and takes
+  /// nothing) if it no longer waits for one.
   mutating func admitFromLine() -> OperationQueue? {
-    guard case .unfinished(.waiting(let queue), let timeout) = self else { return nil }
+    guard case .unfinished(.waitingForSlot(let queue), let timeout) = self else { return nil }
     self = .unfinished(slot: .holding, timeout: timeout)
     return queue
+  }
+
+  /// Whether the unfinished task waits for `need`.
+  func waits(for need: Need) -> Bool {
+    switch (self, need) {
+    case (.unfinished(.waitingForTurn, _), .turn), (.unfinished(.waitingForResume, _), .resume),
+      (.unfinished(.waitingForSlot, _), .slot), (.unfinished(.waitingForDependencies, _), .dependencies):
+      return true
+    default:
+      return false
+    }
   }
 
   /// The task is no longer tracked (routed, or dropped).
@@ -260,9 +281,34 @@ extension TaskState.Slot {
     return false
   }
 
-  var isWaiting: Bool {
-    if case .waiting = self { return true }
-    return false
+  /// A task waiting for `need`, to go to `queue` then.
+  static func waiting(_ queue: OperationQueue, for need: TaskState.Need) -> Self {
+    switch need {
+    case .turn: .waitingForTurn(queue)
+    case .resume: .waitingForResume(queue)
+    case .slot: .waitingForSlot(queue)
+    case .dependencies: .waitingForDependencies(queue)
+    }
+  }
+
+  /// What the task waits for, and the queue it goes to then; `nil` if it does not wait.
+  var waiting: (queue: OperationQueue, need: TaskState.Need)? {
+    switch self {
+    case .waitingForTurn(let queue): (queue, .turn)
+    case .waitingForResume(let queue): (queue, .resume)
+    case .waitingForSlot(let queue): (queue, .slot)
+    case .waitingForDependencies(let queue): (queue, .dependencies)
+    case .none, .holding: nil
+    }
+  }
+
+  /// The line a finished task leaves (see `Release.leftLine`).
+  var leftLine: TaskState.Need? {
+    switch self {
+    case .waitingForTurn: .turn
+    case .waitingForSlot: .slot
+    case .none, .holding, .waitingForResume, .waitingForDependencies: nil
+    }
   }
 }
 

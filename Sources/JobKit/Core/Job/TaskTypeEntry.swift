@@ -52,12 +52,9 @@ final class TaskTypeEntry: @unchecked Sendable {
     _modify { yield &counts.bound }
   }
   private(set) var handler: (@Sendable () -> Void)?
-  /// Tasks waiting for a slot, in tracking order. The line never holds a node after its
-  /// admission (see `Line`): a node routed since would otherwise be released when the line
-  /// compacts, under the job's lock, with the user's completion closure.
-  private var waiting = Line<TaskNode>()
-
-  var waitingCount: Int { waiting.count }
+  /// Where the group's line of tasks waiting for a slot is in its job's admission
+  /// (`JobAdmission`): set when a task of the group first waits for one.
+  private(set) var slotLine: Int?
 
   /// Sets the group's handler. Returns the one it replaces, for the caller to release after the
   /// lock (it may hold the last reference to a user's object).
@@ -65,20 +62,6 @@ final class TaskTypeEntry: @unchecked Sendable {
     let replaced = self.handler
     self.handler = handler
     return replaced
-  }
-
-  /// Puts `node` in the group's line, to go to `queue` once admitted.
-  func enqueueWaiting(_ node: TaskNode, for queue: OperationQueue) {
-    node.waitForSlot(on: queue)
-    waiting.append(node)
-  }
-
-  /// Takes `node` out of the line without admitting it: it finished, or its attempt failed,
-  /// while it waited (someone else queued it). The caller still holds the node, so nothing is
-  /// released here. Linear in the line's length; only in that misuse.
-  func leaveLine(_ node: TaskNode) {
-    // Removed while the caller holds `node`: this releases nothing.
-    waiting.removeFirst { $0 === node }
   }
 
   /// Gives `node` (unfinished, not in line) a free slot: it counts as one of the group's
@@ -94,22 +77,6 @@ final class TaskTypeEntry: @unchecked Sendable {
   var hasRoom: Bool {
     if let limit, running >= limit { return false }
     return rate?.hasToken ?? true
-  }
-
-  /// Gives free slots to waiting tasks, in order. Returns the admitted ones, with their queues.
-  func admitWaiting() -> [(node: TaskNode, queue: OperationQueue)] {
-    var admitted: [(node: TaskNode, queue: OperationQueue)] = []
-    // Every task in the line waits: a task that stops waiting otherwise leaves it (`leaveLine`).
-    while hasRoom, let node = waiting.popFirst() {
-      guard let queue = node.admitFromLine() else {
-        assertionFailure("a task in its group's line no longer waits for a slot")
-        continue
-      }
-      running += 1
-      takeToken()
-      admitted.append((node, queue))
-    }
-    return admitted
   }
 
   init(type: Operation.Type) {
@@ -135,6 +102,15 @@ extension TaskTypeEntry {
 
   func setLimit(_ limit: Int) { self.limit = limit }
 
+  /// The group's line of tasks waiting for a slot is the admission's line `index`.
+  func joinSlotLine(_ index: Int) { slotLine = index }
+
+  /// A task that waited in the group's line takes a slot, and a token of the rate limit.
+  func admitted() {
+    running += 1
+    takeToken()
+  }
+
   /// A task that held a slot no longer runs.
   func freeSlot() { running -= 1 }
 
@@ -151,8 +127,9 @@ extension TaskTypeEntry {
   /// The refill timer fired: a token back.
   func refillToken() { rate?.refill() }
 
-  /// Whether the bucket needs its refill timer now (none runs, and a token is missing).
-  func startRefill() -> Bool { rate?.startRefill(waiting: waitingCount > 0) ?? false }
+  /// Whether the bucket needs its refill timer now (none runs, and a token is missing, or
+  /// tasks `waiting` for one).
+  func startRefill(waiting: Bool) -> Bool { rate?.startRefill(waiting: waiting) ?? false }
 
   func setBound(max count: Int) { bound = QueueBound(max: count, replacing: bound) }
 

@@ -22,7 +22,8 @@ extension JobState {
       .filter { $0.unfinished > 0 || $0.limit != nil }
       .map {
         DebugSummary.Group(
-          name: $0.name, unfinished: $0.unfinished, limit: $0.limit, running: $0.running, waiting: $0.waitingCount)
+          name: $0.name, unfinished: $0.unfinished, limit: $0.limit, running: $0.running,
+          waiting: admission.waitingForSlot(of: $0))
       }
       .sorted { $0.name < $1.name }
     return DebugSummary(

@@ -1,18 +1,20 @@
 import Foundation
 
-/// A job's admission policy: which of the tasks tracked to wait for it
-/// (`JobController.trackForAdmission`, a group's added tasks) may go on to their queue now, in
-/// the order they entered its line. Owned by `JobState` as `admission`; inactive, and free, for
-/// a job that never configured it (one Bool read per finish that left a line).
+/// A job's admission: every task it tracked that waits before its queue, in one value, each in
+/// the line of what it waits for now (its state's slot, read as `Slot.waiting`):
 ///
-/// - `all` (a concurrent group): every task, once the admission is open;
-/// - `oneAtATime` (a sequential group): the next only once the one before it is `done`.
+/// - `turn`: tracked to wait for the job's admission (`trackForAdmission`, a group's added tasks),
+///   in one line, let go in `order` once open (`main()` began), not paused, not blocked;
+/// - `resume`: held while the job is suspended, in the order they came;
+/// - `slot`: one line per task type with a limit or a rate limit, each its own FIFO, found by
+///   the type entry's `slotLine` index: a freed slot visits only its own type's line;
+/// - `dependencies`: tracked with `after:`, until their dependencies were routed
+///   (``TaskDependencies``, indexed by node and by dependency).
 ///
-/// Closed until the job's `main()` opens it, paused from outside (`setPaused`, each change with
-/// a generation, so a stale change arriving late is dropped), or blocked (a source that comes
-/// first). A stop lets every waiting task go at once, cancelled (they finish without running),
-/// and a task that enters while the job stops goes at once too. Once it leaves the line, a task
-/// asks its group for a slot (`admitOrWait`: limits, a suspension) as any job-queued task does.
+/// A task leaving one line asks for the next condition (`admitOrWait`). A stop lets the turn
+/// line go at once, cancelled; a task leaving the slot line of a stopped job still needs a slot.
+/// Inactive, and free, for a job that never uses it. Fields private; changed only by the job's
+/// transitions under its lock.
 struct JobAdmission {
   enum Order {
     case all
@@ -27,11 +29,24 @@ struct JobAdmission {
   private var isBlocked = false
   /// `oneAtATime`: the task that left the line and is not done yet.
   private var current: ObjectIdentifier?
-  /// Waiting tasks, oldest first; each one's slot is `.admission(queue)`.
-  private var line = Line<TaskNode>()
+  /// Tasks waiting for their turn, oldest first.
+  private var turnLine = Line<TaskNode>()
+  /// Tasks waiting for the resume, in the order they came (a finished one stays until the resume
+  /// drops it).
+  private var resumeLine: [TaskNode] = []
+  /// Tasks waiting for a slot, one line per task type, at its entry's `slotLine`.
+  private var slotLines: [Line<TaskNode>] = []
+  /// Tasks waiting for their dependencies, and the index of the job's unrouted tasks they need
+  /// (inactive, and free, until a task names dependencies).
+  private var dependencies = TaskDependencies<TaskNode, DependencyWait>()
   /// What every task leaving the line is handed before it is queued (a group's context), by
   /// `JobController.prepareForAdmission`.
   private(set) var shared: AnyObject?
+  #if DEBUG
+    /// How many waiting nodes the slot lines were asked for (tests: a freed slot visits its own
+    /// type's line only).
+    private(set) var slotVisits = 0
+  #endif
 
   /// Replaces `shared`. Returns the one replaced, for the caller to release after the lock.
   mutating func replaceShared(with object: AnyObject?) -> AnyObject? {
@@ -51,16 +66,16 @@ struct JobAdmission {
     return order == .all || current == nil
   }
 
-  /// `node` (unfinished, observed, its slot `.admission`) enters: returns `true` if it leaves
-  /// at once (and takes the turn), else it waits in line. While the job stops, every task
-  /// leaves at once.
+  /// `node` (unfinished, observed, waiting for its turn) enters: returns `true` if it leaves at
+  /// once (and takes the turn), else it waits in line. While the job stops, every task leaves at
+  /// once.
   mutating func enter(_ node: TaskNode, stopping: Bool) -> Bool {
-    if stopping || (line.isEmpty && admitsNext) {
+    if stopping || (turnLine.isEmpty && admitsNext) {
       if !stopping { takeTurn(node) }
-      _ = node.leaveAdmission()
+      _ = node.stopWaiting(for: .turn)
       return true
     }
-    line.append(node)
+    turnLine.append(node)
     return false
   }
 
@@ -70,11 +85,11 @@ struct JobAdmission {
     }
   }
 
-  /// The next task that may leave the line now, with its queue; `nil` if none may.
+  /// The next task that may leave the turn line now, with its queue; `nil` if none may.
   mutating func next() -> (node: TaskNode, queue: OperationQueue)? {
     // Every node in line waits: a node that finishes meanwhile leaves it (`leave`).
-    while admitsNext, let node = line.popFirst() {
-      guard let queue = node.leaveAdmission() else { continue }
+    while admitsNext, let node = turnLine.popFirst() {
+      guard let queue = node.stopWaiting(for: .turn) else { continue }
       takeTurn(node)
       return (node, queue)
     }
@@ -99,21 +114,21 @@ struct JobAdmission {
     _ = pause.follow(paused, generation: generation)
   }
 
-  /// How many tasks wait in line.
-  var waitingCount: Int { line.count }
+  /// How many tasks wait for their turn.
+  var waitingForTurn: Int { turnLine.count }
 
-  /// How many tasks can leave the line in the next batch (all of a batch, one at a time, or
-  /// none while the admission admits nothing): the capacity to reserve for their exits.
+  /// How many tasks can leave the turn line in the next batch (all of a batch, one at a time,
+  /// or none while the admission admits nothing): the capacity to reserve for their exits.
   var exitCapacityHint: Int {
     guard admitsNext else { return 0 }
-    return min(line.count, order == .all ? TaskExit.batchLimit : 1)
+    return min(turnLine.count, order == .all ? TaskExit.batchLimit : 1)
   }
 
   mutating func setBlocked(_ blocked: Bool) {
     isBlocked = blocked
   }
 
-  /// The job stops: every waiting task leaves, oldest first.
+  /// The job stops: every task waiting for its turn leaves, oldest first.
   mutating func releaseAll() -> [(node: TaskNode, queue: OperationQueue)] {
     isOpen = true
     pause.clearQuietly()
@@ -126,11 +141,127 @@ struct JobAdmission {
     return released
   }
 
-  /// `node` finished (or its attempt failed) while in line, queued by someone else (misuse):
-  /// it leaves the line, while the caller still holds it (so nothing is released here).
-  mutating func leave(_ node: TaskNode) {
-    line.removeFirst { $0 === node }
+  /// `node` finished (or its attempt failed) while waiting for its turn or a slot, queued by
+  /// someone else (misuse): it leaves that line, while the caller still holds it (so nothing is
+  /// released here). Linear in the line's length; only in that misuse.
+  mutating func leave(_ node: TaskNode, _ need: TaskState.Need) {
+    switch need {
+    case .turn:
+      turnLine.removeFirst { $0 === node }
+    case .slot:
+      guard let index = node.typeEntry.slotLine else { return }
+      slotLines[index].removeFirst { $0 === node }
+    case .resume, .dependencies:
+      break  // dropped at the resume, or as it is routed
+    }
   }
+
+  // MARK: The resume line
+
+  /// `node` (unfinished, observed, without a slot) waits for the resume, to go to `queue`.
+  mutating func waitForResume(_ node: TaskNode, for queue: OperationQueue) {
+    if node.wait(for: .resume, on: queue) {
+      resumeLine.append(node)
+    }
+  }
+
+  /// How many tasks wait for the resume (finished ones not dropped yet included).
+  var waitingForResume: Int { resumeLine.count }
+
+  /// The resume (or a stop): every task that waited for it, in the order they came; each one's
+  /// state says whether it still waits.
+  mutating func takeResumeLine() -> [TaskNode] {
+    exchange(&resumeLine, with: [])
+  }
+
+  // MARK: The slot lines
+
+  /// How many tasks of `group` wait for a slot.
+  func waitingForSlot(of group: TaskTypeEntry) -> Int {
+    guard let index = group.slotLine else { return 0 }
+    return slotLines[index].count
+  }
+
+  /// `node` (unfinished, observed, without a slot) waits in `group`'s line, to go to `queue`
+  /// once it gets a slot.
+  mutating func waitForSlot(_ node: TaskNode, of group: TaskTypeEntry, for queue: OperationQueue) {
+    guard node.wait(for: .slot, on: queue) else { return }
+    guard let index = group.slotLine else {
+      group.joinSlotLine(slotLines.count)
+      slotLines.append(Line())
+      slotLines[slotLines.count - 1].append(node)
+      return
+    }
+    slotLines[index].append(node)
+  }
+
+  /// Gives `group`'s free slots (and tokens) to its waiting tasks, in order. Returns the
+  /// admitted ones, with their queues. Visits `group`'s line only.
+  mutating func admitWaiting(of group: TaskTypeEntry) -> [(node: TaskNode, queue: OperationQueue)] {
+    guard let index = group.slotLine else { return [] }
+    var admitted: [(node: TaskNode, queue: OperationQueue)] = []
+    // Every task in the line waits: a task that stops waiting otherwise leaves it (`leave`).
+    while group.hasRoom, let node = slotLines[index].popFirst() {
+      #if DEBUG
+        slotVisits += 1
+      #endif
+      guard let queue = node.admitFromLine() else {
+        assertionFailure("a task in its group's line no longer waits for a slot")
+        continue
+      }
+      group.admitted()
+      admitted.append((node, queue))
+    }
+    return admitted
+  }
+
+  // MARK: Waiting for dependencies (see `TaskDependencies`, whose transitions these forward to)
+
+  /// A task that waits for its dependencies no more, and why.
+  typealias DependencyWaitEnd = TaskDependencies<TaskNode, DependencyWait>.Release
+
+  /// Whether the job has used dependencies (until then, routing pays one `Bool` read for them).
+  var usesDependencies: Bool { dependencies.isActive }
+  var waitingForDependencies: Int { dependencies.waitingCount }
+  /// Whether routed tasks ended waits that the caller has not taken yet.
+  var hasDependencyWaitEnds: Bool { dependencies.hasReleased }
+  /// How many routed tasks are remembered for open windows (see `TaskDependencies`).
+  var dependencyRecordCount: Int { dependencies.routedRecordCount }
+
+  mutating func activateDependencies(unrouted tasks: some Sequence<(key: ObjectIdentifier, node: TaskNode)>) {
+    dependencies.activate(unrouted: tasks)
+  }
+
+  mutating func trackedForDependencies(_ node: TaskNode, as key: ObjectIdentifier) {
+    dependencies.tracked(node, as: key)
+  }
+
+  mutating func forgotForDependencies(_ node: TaskNode, as key: ObjectIdentifier) {
+    dependencies.forgot(node, as: key)
+  }
+
+  mutating func openDependencyWindow() -> UInt64 { dependencies.openWindow() }
+
+  mutating func closeDependencyWindow(_ window: UInt64) { dependencies.closeWindow(window) }
+
+  /// `node` waits for `named` (to go to `queue`, if the job queues it), or is released at once.
+  mutating func waitForDependencies(
+    _ node: TaskNode, _ named: [TaskDependencies<TaskNode, DependencyWait>.Named], _ wait: DependencyWait,
+    queue: OperationQueue?, window: UInt64
+  ) -> DependencyWaitEnd? {
+    if let queue {
+      node.wait(for: .dependencies, on: queue)
+    }
+    return dependencies.wait(node, for: named, payload: wait, window: window)
+  }
+
+  mutating func routedForDependencies(_ node: TaskNode, as key: ObjectIdentifier, object: AnyObject) {
+    dependencies.routed(node, as: key, object: object)
+  }
+
+  mutating func stallDependencies() { dependencies.stall() }
+
+  mutating func takeDependencyWaitEnds() -> [DependencyWaitEnd] { dependencies.takeReleased() }
 }
 
 extension JobState {
@@ -145,7 +276,7 @@ extension JobState {
     // This job claimed the task's queueing (`track` lets only that job's node enter): a job freed
     // before it let the task go gives the claim back (`TaskNode.detach(from:)`).
     node.claimQueueForAdmission()
-    guard node.state.isWaitingForAdmission else { return nil }
+    guard node.state.waits(for: .turn) else { return nil }
     let stopping = phase.isStopping
     guard admission.enter(node, stopping: stopping) else { return nil }
     return exit(node, queue, cancelsFirst: stopping)
@@ -182,7 +313,7 @@ extension JobState {
   /// The tasks waiting in the admission line now, oldest first (for inspection).
   var tasksWaitingForAdmission: [Operation] {
     var tasks: [Operation] = []
-    for node in registry.nodes where node.state.isWaitingForAdmission {
+    for node in registry.nodes where node.state.waits(for: .turn) {
       if let task = node.task { tasks.append(task) }
     }
     tasks.reverse()
@@ -245,26 +376,5 @@ extension JobState {
     if phase.isIdle {
       keeper.keep(for: node)
     }
-  }
-}
-
-extension TaskState {
-  /// The unfinished task, without a slot, waits in its job's admission line for `queue`.
-  mutating func waitForAdmission(on queue: OperationQueue) {
-    guard case .unfinished(.none, let timeout) = self else { return }
-    self = .unfinished(slot: .admission(queue), timeout: timeout)
-  }
-
-  /// The task leaves its job's admission line. Returns its queue, or `nil` (and changes
-  /// nothing) if it no longer waits there.
-  mutating func leaveAdmission() -> OperationQueue? {
-    guard case .unfinished(.admission(let queue), let timeout) = self else { return nil }
-    self = .unfinished(slot: .none, timeout: timeout)
-    return queue
-  }
-
-  var isWaitingForAdmission: Bool {
-    if case .unfinished(.admission, _) = self { return true }
-    return false
   }
 }

@@ -21,7 +21,7 @@ struct DependencyWait {
 extension TaskExit {
   /// The exit of a task its dependencies let go: it goes where it waited to go, skipped after
   /// the lock if a dependency failed or was never routed; one that waits no more goes nowhere.
-  init(_ release: TaskDependencies<TaskNode, DependencyWait>.Release) {
+  init(_ release: JobAdmission.DependencyWaitEnd) {
     let wait = release.payload
     var destination = Destination.none
     var queue: OperationQueue?
@@ -59,17 +59,17 @@ extension JobState {
   /// `node` was tracked as `task`: index it if dependencies are in use (`activating`: the task
   /// names dependencies, so they are from now on).
   mutating func indexForDependencies(_ node: TaskNode, _ task: Operation, activating: Bool) {
-    if activating, !dependencies.isActive {
-      dependencies.activate(
+    if activating, !admission.usesDependencies {
+      admission.activateDependencies(
         unrouted: registry.nodes.lazy.compactMap { node in node.task.map { (ObjectIdentifier($0), node) } })
     }
-    dependencies.tracked(node, as: ObjectIdentifier(task))
+    admission.trackedForDependencies(node, as: ObjectIdentifier(task))
   }
 
   /// A task tracked with `waitsForDependencies` is about to read whether its dependencies
   /// finished: the job remembers what it routes until ``waitForDependencies(_:_:_:window:)``.
   mutating func openDependencyWindow() -> UInt64 {
-    dependencies.openWindow()
+    admission.openDependencyWindow()
   }
 
   /// `node`, tracked with `waitsForDependencies`, is observed now: it waits for `named` (the
@@ -81,30 +81,38 @@ extension JobState {
     window: UInt64
   ) -> TaskExit? {
     guard node.state.isUnfinished else {
-      dependencies.closeWindow(window)
+      admission.closeDependencyWindow(window)
       return TaskExit(
         node, wait.task, to: .none, queue: nil, dependencies: TaskExit.Dependencies(wait.dependencies, .dropped))
     }
-    return dependencies.wait(node, for: named, payload: wait, window: window).map(TaskExit.init)
+    var queue: OperationQueue?
+    if case .queue(let target) = wait.target { queue = target }
+    return admission.waitForDependencies(node, named, wait, queue: queue, window: window).map(exit)
   }
 
   /// The exits of the tasks that routed tasks released since the last call (usually none).
   mutating func takeDependencyExits() -> [TaskExit] {
-    dependencies.takeReleased().map(TaskExit.init)
+    admission.takeDependencyWaitEnds().map(exit)
+  }
+
+  /// The exit of a task its dependencies let go: a task the job queues waits for them no more.
+  private func exit(_ release: JobAdmission.DependencyWaitEnd) -> TaskExit {
+    _ = release.node.stopWaiting(for: .dependencies)
+    return TaskExit(release)
   }
 
   /// `node` is dropped without being routed (a duplicate, a replaced attempt): it is no longer
   /// indexed, nor waits.
   mutating func forgetForDependencies(_ node: TaskNode) {
-    guard dependencies.isActive, let task = node.task else { return }
-    dependencies.forgot(node, as: ObjectIdentifier(task))
+    guard admission.usesDependencies, let task = node.task else { return }
+    admission.forgotForDependencies(node, as: ObjectIdentifier(task))
   }
 
   /// The job has nothing else to do (`nextStep`, with tasks still tracked): if they all wait for
   /// dependencies, gives up on them (they are released as stalled, for the drainer to skip).
   mutating func stallIfNothingCanProgress() -> Step {
     if isStalled {
-      dependencies.stall()
+      admission.stallDependencies()
     }
     return .none
   }
@@ -113,7 +121,7 @@ extension JobState {
   /// hold is out (nobody will track from outside), and every task the job tracks and has not
   /// routed waits for dependencies (none runs or waits to be routed, so none will be routed).
   var isStalled: Bool {
-    let waiting = dependencies.waitingCount
+    let waiting = admission.waitingForDependencies
     return waiting > 0 && waiting == registry.count && phase.hasMainReturned
   }
 }

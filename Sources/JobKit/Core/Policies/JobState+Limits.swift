@@ -15,18 +15,18 @@ extension JobState {
   mutating func admitOrWait(_ node: TaskNode, queue: OperationQueue) -> Bool {
     guard node.state.isUnfinished else { return false }
     if suspension.isSuspended {
-      waitForResume(node, for: queue)
+      admission.waitForResume(node, for: queue)
       return false
     }
     let group: TaskTypeEntry = node.typeEntry
     guard group.limit != nil || group.rate != nil else { return true }
     var admitted = false
-    if group.hasRoom, group.waitingCount == 0 {
+    if group.hasRoom, admission.waitingForSlot(of: group) == 0 {
       group.giveSlot(to: node)
       group.takeToken()
       admitted = true
     } else {
-      group.enqueueWaiting(node, for: queue)
+      admission.waitForSlot(node, of: group, for: queue)
     }
     startRefillIfNeeded(of: group)
     return admitted
@@ -111,7 +111,7 @@ extension JobState {
   mutating func setRateLimit(tasksPerSecond: Double, burst: Int, for type: Operation.Type) -> [TaskExit] {
     let group = registry.group(for: type)
     group.setRate(tasksPerSecond: tasksPerSecond, burst: burst)
-    let admitted = suspension.isSuspended ? [] : admissions(group.admitWaiting())
+    let admitted = suspension.isSuspended ? [] : admitWaiting(of: group)
     startRefillIfNeeded(of: group)
     return admitted
   }
@@ -121,14 +121,14 @@ extension JobState {
   mutating func refill(_ group: TaskTypeEntry) -> (exits: [TaskExit], again: Bool) {
     guard group.rate != nil else { return ([], false) }  // dropped by a stop
     group.refillToken()
-    let admitted = suspension.isSuspended ? [] : admissions(group.admitWaiting())
-    let again = group.startRefill()
+    let admitted = suspension.isSuspended ? [] : admitWaiting(of: group)
+    let again = group.startRefill(waiting: admission.waitingForSlot(of: group) > 0)
     return (admitted, again)
   }
 
   /// A token was taken or a task lines up: `group`'s bucket needs its refill timer if none runs.
   private mutating func startRefillIfNeeded(of group: TaskTypeEntry) {
-    if group.startRefill() {
+    if group.startRefill(waiting: admission.waitingForSlot(of: group) > 0) {
       afterLockEffects.refill(group)
     }
   }
@@ -147,7 +147,7 @@ extension JobState {
     for group in registry.groups.values where group.rate != nil {
       group.dropRate()
       if !suspension.isSuspended {
-        admitted += admissions(group.admitWaiting())
+        admitted += admitWaiting(of: group)
       }
     }
     return inTrackingOrder(admitted)
@@ -158,17 +158,15 @@ extension JobState {
     let group = registry.group(for: type)
     group.setLimit(limit)
     guard !suspension.isSuspended else { return [] }
-    return admissions(group.admitWaiting())
+    return admitWaiting(of: group)
   }
 
   /// `node` stopped running (it finished, or its attempt failed): its place under the limit
   /// goes back, a slot to the next waiting tasks (returned, to be queued by the caller), or its
   /// place in the line if it never got one (someone else queued it).
   mutating func giveBack(_ release: TaskState.Release, of node: TaskNode) -> [TaskExit] {
-    if release.leftAdmission {
-      admission.leave(node)
-    } else if release.leftLine {
-      node.typeEntry.leaveLine(node)
+    if let need = release.leftLine {
+      admission.leave(node, need)
     }
     return release.slot ? releaseSlot(in: node.typeEntry) : []
   }
@@ -180,7 +178,7 @@ extension JobState {
     group.freeSlot()
     wakeIfRoom(in: group)
     guard !suspension.isSuspended else { return [] }
-    return admissions(group.admitWaiting())
+    return admitWaiting(of: group)
   }
 
   /// `exits`, taken from several groups' lines at once (a resume, a stop), in the order their
@@ -204,10 +202,11 @@ extension JobState {
     return exits.sorted { rank[ObjectIdentifier($0.node), default: 0] < rank[ObjectIdentifier($1.node), default: 0] }
   }
 
-  /// The exits of waiting tasks that got a slot, each to be queued (made under the lock,
-  /// because a node's fields are only stable there).
-  mutating func admissions(_ admitted: [(node: TaskNode, queue: OperationQueue)]) -> [TaskExit] {
-    if let group = admitted.first?.node.typeEntry {
+  /// `group`'s waiting tasks that get a free slot (and token) now: their exits, each to be queued
+  /// (made under the lock, because a node's fields are only stable there).
+  mutating func admitWaiting(of group: TaskTypeEntry) -> [TaskExit] {
+    let admitted = admission.admitWaiting(of: group)
+    if !admitted.isEmpty {
       wakeIfRoom(in: group)
     }
     return admitted.compactMap { node, queue in

@@ -1,7 +1,7 @@
 import Foundation
 
 /// Tracking with dependencies: a task that starts only after other tasks of the same job
-/// finished and were routed (its state is `JobState.dependencies`, a ``TaskDependencies``).
+/// finished and were routed (its state is in `JobState.admission`, a ``TaskDependencies``).
 extension JobController {
   /// Tracks `task` and adds it to ``taskQueue`` once every one of `dependencies` finished and
   /// was routed by this job (its per-task callback returned); when it finishes, `completion` is

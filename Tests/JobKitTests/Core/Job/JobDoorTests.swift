@@ -74,7 +74,10 @@ struct JobDoorTests {
     // `second` waits for the slot (once `main()` tracked it: `first` may start before), so the
     // bound of 1 is reached: a producer waits for room.
     let key = ObjectIdentifier(ManualTask.self)
-    #expect(await eventually { job.readJobState { $0.registry.groups[key]?.waitingCount == 1 } })
+    #expect(
+      await eventually {
+        job.readJobState { state in state.registry.groups[key].map { state.admission.waitingForSlot(of: $0) } == 1 }
+      })
     let room = Locked<Bool?>(nil)
     let woken = Latch()
     let producer = Task {

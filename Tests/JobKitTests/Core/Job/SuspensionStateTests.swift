@@ -158,17 +158,16 @@ struct SuspensionStateTests {
       let (_, queued) = track(task, in: &state, queue: queue)
       #expect(!queued)
     }
-    #expect(state.suspension.waiting.count == 3)
+    #expect(state.admission.waitingForResume == 3)
     // Each held-back task's own state says so, with the queue it goes to.
-    for node in state.suspension.waiting {
-      guard case .unfinished(.suspended(let heldFor), _) = node.state, heldFor === queue else {
-        Issue.record("a held-back task's state does not say so: \(node.state)")
-        return
-      }
+    let held = state.registry.nodes.filter { node in
+      guard case .unfinished(.waitingForResume(let heldFor), _) = node.state else { return false }
+      return heldFor === queue
     }
+    #expect(Set(held.map { ObjectIdentifier($0.operation) }) == Set(tasks.map(ObjectIdentifier.init)))
     let resumed = state.setSuspended(false, generation: 2)
     #expect(ids(resumed.exits) == tasks.map(ObjectIdentifier.init))
-    #expect(state.suspension.waiting.isEmpty)
+    #expect(state.admission.waitingForResume == 0)
     let released = state.registry.nodes.allSatisfy { node in
       if case .unfinished(.none, _) = node.state { return true }
       return false
@@ -189,7 +188,7 @@ struct SuspensionStateTests {
     _ = state.setLimit(1, for: Alpha.self)
     let (holder, holderQueued) = track(Alpha(), in: &state, queue: queue)
     let (_, lineQueued) = track(Alpha(), in: &state, queue: queue)  // waits for a slot
-    let inLine = state.registry.group(for: Alpha.self).waitingCount
+    let inLine = state.admission.waitingForSlot(of: state.registry.group(for: Alpha.self))
     #expect(holderQueued && !lineQueued && inLine == 1)
     _ = state.setSuspended(true, generation: 1)
     let (_, heldQueued) = track(Alpha(), in: &state, queue: queue)  // waits for the resume
@@ -200,7 +199,7 @@ struct SuspensionStateTests {
     let resumed = state.setSuspended(false, generation: 2)
     // One slot: the task that waited in line first; the held-back one joins the line.
     let group = state.registry.group(for: Alpha.self)
-    #expect(resumed.exits.count == 1 && group.running == 1 && group.waitingCount == 1)
+    #expect(resumed.exits.count == 1 && group.running == 1 && state.admission.waitingForSlot(of: group) == 1)
   }
 
   private final class Tagged<Tag>: BlockOperation, @unchecked Sendable {}

@@ -13,7 +13,7 @@ struct TaskStateTests {
 
   @Test func aFinishGivesBackTheSlotAndTheTimeoutsTimerOnce() {
     var state = TaskState.tracked
-    state.waitForSlot(on: OperationQueue())
+    state.wait(for: .slot, on: OperationQueue())
     let check1 = !state.takeSlot()  // in line: only admitted from it
     #expect(check1)
     let check2 = state.admitFromLine() != nil
@@ -117,7 +117,7 @@ struct TaskStateTests {
     let check27 = state.armTimeout()
     #expect(check27)
     let queue = OperationQueue()
-    state.waitForSlot(on: queue)
+    state.wait(for: .slot, on: queue)
     let check28 = state.admitFromLine() === queue
     #expect(check28)
     #expect(state.isTimeoutArmed)
@@ -134,20 +134,20 @@ struct TaskStateTests {
     let check29 = state.armTimeout()
     #expect(check29)
     let queue = OperationQueue()
-    let check30 = state.waitForResume(on: queue) && !state.waitForResume(on: queue)
+    let check30 = state.wait(for: .resume, on: queue) && !state.wait(for: .resume, on: queue)
     #expect(check30)
     let check31 = !state.takeSlot() && state.admitFromLine() == nil  // held: no slot, no line
     #expect(check31)
     #expect(state.isUnfinished && state.isTimeoutArmed)
-    let check32 = state.endWaitForResume() === queue && state.endWaitForResume() == nil
+    let check32 = state.stopWaiting(for: .resume) === queue && state.stopWaiting(for: .resume) == nil
     #expect(check32)
     guard case .unfinished(.none, .armed) = state else {
       Issue.record("expected no slot with the timeout still armed")
       return
     }
-    let check33 = state.waitForResume(on: queue) && state.finish()?.slot == false
+    let check33 = state.wait(for: .resume, on: queue) && state.finish()?.slot == false
     #expect(check33)
-    let check34 = state.endWaitForResume() == nil  // finished while held: not queued by the resume
+    let check34 = state.stopWaiting(for: .resume) == nil  // finished while held: not queued by the resume
     #expect(check34)
   }
 }

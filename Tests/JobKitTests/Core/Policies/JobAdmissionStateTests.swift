@@ -189,7 +189,7 @@ struct JobAdmissionStateTests {
     let opened = state.openAdmission()
     #expect(opened.count == 1 && !opened[0].isQueuedAtOnce)
     let admitted = state.askForSlots(opened)
-    #expect(admitted.isEmpty && state.suspension.waiting.count == 1)
+    #expect(admitted.isEmpty && state.admission.waitingForResume == 1)
     var limited = self.state(.all)
     _ = limited.setLimit(1, for: Limited.self)
     _ = add(Limited(), to: &limited)
@@ -222,9 +222,9 @@ struct JobAdmissionStateTests {
     var state = state(.oneAtATime)
     let (node, _) = add(BlockOperation {}, to: &state)
     guard let node else { return }
-    #expect(state.admission.waitingCount == 1)
+    #expect(state.admission.waitingForTurn == 1)
     _ = state.recordFinish(node)
-    #expect(state.admission.waitingCount == 0 && state.tasksWaitingForAdmission.isEmpty)
+    #expect(state.admission.waitingForTurn == 0 && state.tasksWaitingForAdmission.isEmpty)
     let opened = state.openAdmission()
     #expect(opened.isEmpty)
   }

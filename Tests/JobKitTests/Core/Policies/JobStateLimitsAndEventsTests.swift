@@ -65,7 +65,7 @@ struct JobStateLimitsAndEventsTests {
     // Every unfinished task is cancelled, the waiting one included; nothing is queued.
     #expect(Set(stop.cancel.map(ObjectIdentifier.init)) == [id(holder), id(waiting), id(racing)])
     let group = state.registry.group(for: Alpha.self)
-    #expect(group.running == 1 && group.waitingCount == 1)
+    #expect(group.running == 1 && state.admission.waitingForSlot(of: group) == 1)
 
     let racingAdmitted = state.admitOrWait(racing.node, queue: queue)
     #expect(!racingAdmitted)  // before the fix: admitted without a slot
@@ -74,14 +74,14 @@ struct JobStateLimitsAndEventsTests {
     #expect(late.cancel && late.waitsForSlot && !late.queueNow)
     let lateAdmitted = state.admitOrWait(late.node, queue: queue)
     #expect(!lateAdmitted)
-    #expect(group.running == 1 && group.waitingCount == 3)
+    #expect(group.running == 1 && state.admission.waitingForSlot(of: group) == 3)
 
     // The holder ignored the cancel and finishes now: one slot, one task, in tracking order.
     #expect(ids(state.recordFinish(holder.node)?.exits ?? []) == [id(waiting)])
     #expect(ids(state.recordFinish(waiting.node)?.exits ?? []) == [id(racing)])
     #expect(ids(state.recordFinish(racing.node)?.exits ?? []) == [id(late)])
     #expect(state.recordFinish(late.node)?.exits.isEmpty ?? true)
-    #expect(group.running == 0 && group.waitingCount == 0)
+    #expect(group.running == 0 && state.admission.waitingForSlot(of: group) == 0)
   }
 
   /// Raising a limit while the job stops admits waiting tasks into the new slots, no more.

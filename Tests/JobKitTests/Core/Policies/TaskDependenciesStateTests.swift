@@ -206,7 +206,7 @@ struct TaskDependenciesStateTests {
       Issue.record("not tracked: \(outcome)")
       return
     }
-    #expect(!queueNow && !waitsForSlot && state.dependencies.isActive)
+    #expect(!queueNow && !waitsForSlot && state.admission.usesDependencies)
     let named = [
       TaskDependencies<TaskNode, DependencyWait>.Named(
         key: ObjectIdentifier(orphan), object: orphan, finishedBefore: false)
@@ -265,5 +265,45 @@ struct TaskDependenciesStateTests {
       return
     }
     #expect(released.operations.count == 1 && released.operations[0] === dependency)
+  }
+
+  /// A task the job queues waits in its job's admission for its dependencies (its state says
+  /// so, with its queue), and waits no more once they were routed: its exit asks for a slot.
+  @Test func aTaskTheJobQueuesWaitsForItsDependenciesInItsState() {
+    var state = JobState()
+    _ = state.beginMain(on: 1)
+    let queue = OperationQueue()
+    let dependency = BlockOperation()
+    let dependant = BlockOperation()
+    guard
+      case .tracked(let first, _, _, _, _, _) = state.track(
+        dependency, node: TaskNode(job: job, task: dependency), queue: queue),
+      case .tracked(let second, _, _, _, _, _) = state.track(
+        dependant, node: TaskNode(job: job, task: dependant), queue: queue, waitsForDependencies: true)
+    else {
+      Issue.record("not tracked")
+      return
+    }
+    let named = [
+      TaskDependencies<TaskNode, DependencyWait>.Named(
+        key: ObjectIdentifier(dependency), object: dependency, finishedBefore: false)
+    ]
+    let wait = DependencyWait(task: dependant, dependencies: [dependency], target: .queue(queue))
+    let atOnce = state.waitForDependencies(second, named, wait, window: state.openDependencyWindow())
+    #expect(atOnce == nil && state.admission.waitingForDependencies == 1)
+    guard case .unfinished(.waitingForDependencies(let target), _) = second.state, target === queue else {
+      Issue.record("the waiting task's state does not say so: \(second.state)")
+      return
+    }
+    state.mainReturned()
+    _ = state.recordFinish(first)
+    _ = state.nextDrain(on: 1)
+    let next = state.nextDrain(on: 1, routed: first)
+    #expect(next?.exits.count == 1 && next?.exits.first?.destination == .slot)
+    #expect(next?.exits.first?.queue === queue && state.admission.waitingForDependencies == 0)
+    guard case .unfinished(.none, _) = second.state else {
+      Issue.record("the released task still waits: \(second.state)")
+      return
+    }
   }
 }

@@ -146,6 +146,6 @@ struct TaskDependenciesStressTests {
     let expectedFailures = (0..<count).filter { fails[$0] && !skipped[$0] }
     #expect(job.failures.count == expectedFailures.count)
     // Every wait settled: the job remembers none of the thousands of tasks it routed.
-    #expect(job.readJobState { $0.dependencies.routedRecordCount } == 0)
+    #expect(job.readJobState { $0.admission.dependencyRecordCount } == 0)
   }
 }
