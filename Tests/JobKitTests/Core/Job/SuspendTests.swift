@@ -167,6 +167,36 @@ struct SuspendTests {
     #expect(await job.finishedSoon())
   }
 
+  /// The children are suspended before `suspend()` returns even while another thread is inside
+  /// one of the job's callbacks (the drainer, busy for as long as the callback runs): telling
+  /// them is not drainer work (ARCHITECTURE.md, "Two elections per job").
+  @Test func theChildrenAreSuspendedBeforeSuspendReturnsWhileACallbackRuns() async {
+    let child = ManualTask("child")
+    let inCallback = Latch()
+    let leaveCallback = Latch()
+    let quick = ManualTask("quick")
+    let job = ClosureJob { job in
+      job.trackAndQueue(child)
+      job.trackAndQueue(quick) { _ in
+        inCallback.open()
+        #expect(leaveCallback.wait())
+      }
+    }
+    job.startJob()
+    #expect(await child.startedLatch.waitOpen())
+    #expect(await quick.startedLatch.waitOpen())
+    // Finished on a thread of its own, which becomes the drainer and stays in the callback.
+    Thread { quick.finish() }.start()
+    #expect(await inCallback.waitOpen())
+    job.suspend()
+    #expect(child.isSuspended)
+    leaveCallback.open()
+    job.resume()
+    #expect(!child.isSuspended)
+    child.finish()
+    #expect(await job.finishedSoon())
+  }
+
   @Test func aQueuedChildOperationDefersItsStartUntilTheResume() async {
     let queue = OperationQueue()
     queue.maxConcurrentOperationCount = 1
