@@ -174,7 +174,7 @@ extension RemoteWorker {
     }
     let store = StoreOutcomesStatement(
       owner: owner, ids: ids, attempts: attempts, outcomes: kinds, outputs: outputs, messages: messages,
-      delays: delays, codes: codes, queue: nil)
+      delays: delays, codes: codes, queue: queue.name)
     var stored: [Int64: String] = [:]
     for (id, state) in try await queue.prepared(store) {
       stored[id] = state

@@ -6,7 +6,7 @@ import Testing
 
 extension DatabaseTests {
   /// The worker's store of outcomes (`jobkit_remote_store_outcomes`, schema version 8) against
-  /// the real server: its cached plan.
+  /// the real server: its cached plan, and the results it notifies.
   @Suite
   struct StoreStatementTests {
     /// The store as schema version 7 sent it: a join of the outcomes and the table, which a
@@ -126,6 +126,53 @@ extension DatabaseTests {
         #expect(!Self.wholeTableScans(joined).isEmpty, "\(joined.joined(separator: "\n"))")
         let unset = try await Self.genericPlan(client, query: query, settings: [], rows: 10)
         #expect(!Self.wholeTableScans(unset).isEmpty, "\(unset.joined(separator: "\n"))")
+      }
+    }
+
+    /// A store notifies its completed rows' results in one notification, before the trigger's
+    /// notifications of their ids; a result too large for it, and a failure, only by id.
+    @Test func aStoreNotifiesTheCompletedResultsBeforeTheirIds() async throws {
+      try await TestDatabase.withClient { client in
+        let queue = try await TestDatabase.makeQueue(client)
+        let channel = try await queue.channels().done
+        var ids: [Int64] = []
+        for try await (id) in try await client.query(
+          """
+          INSERT INTO jobkit_remote_tasks (queue, kind, idempotency_key, input, max_attempts, state, attempt, owner)
+          SELECT \(queue.name), 'echo', 'key-' || n, '\\x00', 5, 'running', 1, 'owner' FROM generate_series(1, 4) n
+          RETURNING id
+          """
+        ).decode(Int64.self) {
+          ids.append(id)
+        }
+        ids.sort()
+        let large = Data(repeating: 0x41, count: 9_000)
+        let outputs = [Data("{\"a\":1}".utf8), Data(), large, Data()]
+        let store = StoreOutcomesStatement(
+          owner: "owner", ids: ids, attempts: [1, 1, 1, 1], outcomes: [0, 0, 0, 1],
+          outputs: outputs.map { ByteBuffer(bytes: $0) }, messages: ["", "", "", "failed"], delays: [0, 0, 0, 0],
+          codes: ["", "", "", "handlerFailed"], queue: queue.name)
+        let payloads = try await client.withConnection { connection in
+          try await connection.listen(on: channel) { notifications in
+            let stored = try await queue.prepared(store)
+            #expect(
+              Dictionary(uniqueKeysWithValues: stored.map { ($0.0, $0.1) }) == [
+                ids[0]: "completed", ids[1]: "completed", ids[2]: "completed", ids[3]: "failed",
+              ])
+            try await client.query("SELECT pg_notify(\(channel), 'end')")
+            var payloads: [String] = []
+            for try await notification in notifications {
+              if notification.payload == "end" { break }
+              payloads.append(notification.payload)
+            }
+            return payloads
+          }
+        }
+        #expect(Array(payloads.dropFirst()) == ids.map { "\($0)" })
+        let delivered = RemoteResultRouter.completedRows(try #require(payloads.first))
+        #expect(delivered.map(\.0) == [ids[0], ids[1]])
+        #expect(delivered.map(\.1.output) == [outputs[0], Data()])
+        #expect(delivered.allSatisfy { $0.1.state == "completed" && $0.1.attempt == 1 })
       }
     }
   }
