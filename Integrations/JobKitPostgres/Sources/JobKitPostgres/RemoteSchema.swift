@@ -346,6 +346,7 @@ enum RemoteSchema {
         """
       ]
     ),
+    (9, [RemoteSchema.claimFunction]),
   ]
 
   /// The newest version this library knows.

@@ -5,8 +5,9 @@ import Testing
 @testable import JobKitPostgres
 
 extension DatabaseTests {
-  /// The worker's store of outcomes (`jobkit_remote_store_outcomes`, schema version 8) against
-  /// the real server: its cached plan, and the results it notifies.
+  /// The worker's store of outcomes (`jobkit_remote_store_outcomes`, schema version 8) and its
+  /// claim (`jobkit_remote_claim`, version 9) against the real server: their cached plans, and
+  /// the results the store notifies.
   @Suite
   struct StoreStatementTests {
     /// The store as schema version 7 sent it: a join of the outcomes and the table, which a
@@ -31,9 +32,12 @@ extension DatabaseTests {
 
     /// The generic plan (the one a session keeps) of `query` under the store function's own
     /// settings, on a copy of the table with `rows` rows, analyzed, in a schema of its own.
-    static func genericPlan(_ client: PostgresClient, query: String, settings: [String], rows: Int) async throws
-      -> [String]
-    {
+    static func genericPlan(
+      _ client: PostgresClient, query: String, settings: [String], rows: Int, state: String = "running",
+      types: String = "text, bigint[], integer[], integer[], bytea[], text[], float8[], text[], text",
+      arguments: String =
+        #"'owner', '{1,2}', '{1,1}', '{0,0}', '{"\\x00","\\x00"}', '{"",""}', '{0,0}', '{"",""}', NULL"#
+    ) async throws -> [String] {
       let schema = "plans_\(UUID().uuidString.prefix(8).lowercased())"
       return try await client.withConnection { connection in
         let logger = TestDatabase.logger
@@ -44,16 +48,15 @@ extension DatabaseTests {
             """
             INSERT INTO \(schema).jobkit_remote_tasks (queue, kind, idempotency_key, input, max_attempts, state,
               attempt, owner)
-            SELECT 'plans', 'echo', 'key-' || n, '\\x7b7d', 5, 'running', 1, 'owner' FROM generate_series(1, \(rows)) n
+            SELECT 'plans', 'echo', 'key-' || n, '\\x7b7d', 5, '\(state)', 1, 'owner' FROM generate_series(1, \(rows)) n
             """,
             "ANALYZE \(schema).jobkit_remote_tasks",
             "BEGIN",
-            "SET LOCAL search_path = \(schema)",
+            "SET LOCAL search_path = \(schema), public",
             "SET LOCAL plan_cache_mode = force_generic_plan",
           ] + settings.map({ "SET LOCAL \($0.replacingOccurrences(of: "=", with: " = "))" }) + [
             """
-            PREPARE \(schema)(text, bigint[], integer[], integer[], bytea[], text[], float8[], text[], text)
-            AS \(query)
+            PREPARE \(schema)(\(types)) AS \(query)
             """
           ] {
             try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
@@ -61,10 +64,7 @@ extension DatabaseTests {
           var plan: [String] = []
           for try await (line) in try await connection.query(
             PostgresQuery(
-              unsafeSQL: """
-                EXPLAIN EXECUTE \(schema)('owner', '{1,2}', '{1,1}', '{0,0}', '{"\\\\x00","\\\\x00"}', '{"",""}',
-                  '{0,0}', '{"",""}', NULL)
-                """), logger: logger
+              unsafeSQL: "EXPLAIN EXECUTE \(schema)(\(arguments))"), logger: logger
           ).decode(String.self) {
             plan.append(line)
           }
@@ -80,8 +80,9 @@ extension DatabaseTests {
       }
     }
 
-    /// The scans of the table in `plan` that are not a probe of its primary key by id (a
-    /// sequential scan, a bitmap scan, an index read whole).
+    /// The scans of the table in `plan` that read it whole: a sequential scan, a bitmap scan,
+    /// an index read without a condition (the primary key probed by id, and a partial index read
+    /// for a queue, are not).
     static func wholeTableScans(_ plan: [String]) -> [String] {
       var scans: [String] = []
       for (index, line) in plan.enumerated() where line.contains(" on jobkit_remote_tasks") {
@@ -90,16 +91,23 @@ extension DatabaseTests {
         if line.contains("Index Scan using jobkit_remote_tasks_pkey") && next.contains("Index Cond: (id = ") {
           continue
         }
+        if line.contains("Index") && line.contains("Scan using jobkit_remote_tasks_")
+          && next.contains("Index Cond: ((queue = $1)")
+        {
+          continue
+        }
         scans.append(line.trimmingCharacters(in: .whitespaces))
       }
       return scans
     }
 
-    /// The store function's query (the body's `RETURN QUERY`) and its settings, as the server has them.
-    static func storeFunction(_ client: PostgresClient) async throws -> (query: String, settings: [String]) {
+    /// A function's query (the body's `RETURN QUERY`) and its settings, as the server has them.
+    static func function(_ client: PostgresClient, _ name: String = "jobkit_remote_store_outcomes") async throws
+      -> (query: String, settings: [String])
+    {
       var found: (String, [String])?
       for try await (source, settings) in try await client.query(
-        "SELECT prosrc, proconfig FROM pg_proc WHERE proname = 'jobkit_remote_store_outcomes'"
+        "SELECT prosrc, proconfig FROM pg_proc WHERE proname = \(name)"
       ).decode((String, [String]?).self) {
         found = (source, settings ?? [])
       }
@@ -115,7 +123,7 @@ extension DatabaseTests {
     @Test func theStoresCachedPlanProbesThePrimaryKeyAtAnyTableSize() async throws {
       try await TestDatabase.withClient { client in
         _ = try await TestDatabase.makeQueue(client)
-        let (query, settings) = try await Self.storeFunction(client)
+        let (query, settings) = try await Self.function(client)
         #expect(settings.contains("enable_seqscan=off"))
         for rows in [10, 100_000] {
           let plan = try await Self.genericPlan(client, query: query, settings: settings, rows: rows)
@@ -125,6 +133,29 @@ extension DatabaseTests {
         let joined = try await Self.genericPlan(client, query: Self.joinedStore, settings: settings, rows: 10)
         #expect(!Self.wholeTableScans(joined).isEmpty, "\(joined.joined(separator: "\n"))")
         let unset = try await Self.genericPlan(client, query: query, settings: [], rows: 10)
+        #expect(!Self.wholeTableScans(unset).isEmpty, "\(unset.joined(separator: "\n"))")
+      }
+    }
+
+    /// The plan a session keeps of the claim reads the queue's partial indexes and probes the
+    /// primary key, on a table of 100 available rows (a generic plan made there without the
+    /// function's settings reads it whole) as of 100,000.
+    @Test func theClaimsCachedPlanReadsNoWholeTableAtAnySize() async throws {
+      try await TestDatabase.withClient { client in
+        _ = try await TestDatabase.makeQueue(client)
+        let (query, settings) = try await Self.function(client, "jobkit_remote_claim")
+        #expect(settings.contains("enable_seqscan=off"))
+        let claim = (types: "text, integer, boolean, text, float8", arguments: "'plans', 16, true, 'owner-2', 30")
+        for rows in [100, 100_000] {
+          let plan = try await Self.genericPlan(
+            client, query: query, settings: settings, rows: rows, state: "available", types: claim.types,
+            arguments: claim.arguments)
+          #expect(plan.contains { $0.contains("Index Cond: (id = ") }, "\(plan.joined(separator: "\n"))")
+          #expect(Self.wholeTableScans(plan).isEmpty, "at \(rows) rows:\n\(plan.joined(separator: "\n"))")
+        }
+        let unset = try await Self.genericPlan(
+          client, query: query, settings: [], rows: 100, state: "available", types: claim.types,
+          arguments: claim.arguments)
         #expect(!Self.wholeTableScans(unset).isEmpty, "\(unset.joined(separator: "\n"))")
       }
     }
