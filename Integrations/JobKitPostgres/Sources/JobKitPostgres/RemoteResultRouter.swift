@@ -9,8 +9,10 @@ import PostgresNIO
 /// `RemoteResultRouterStateMachine` decides (notified ids, a full look-up every poll interval
 /// and after each reconnection, backoff while the database cannot be reached, every waiter
 /// failed with ``RemoteQueueError/Code/databaseUnreachable`` after the queue's
-/// `reconnectTimeout`). Without a running driver, each waiting task looks its row up itself
-/// every poll interval. Waiters are resumed outside the lock.
+/// `reconnectTimeout`). A worker's store notifies its completed rows' results (a notification
+/// of its own, before their ids): their waiters get them with no look-up. Without a running
+/// driver, each waiting task looks its row up itself every poll interval. Waiters are resumed
+/// outside the lock.
 final class RemoteResultRouter: Sendable {
   /// How a waiter's wait ends: its row, or "look it up yourself" (the driver stopped).
   enum Wake: Sendable {
@@ -220,8 +222,31 @@ final class RemoteResultRouter: Sendable {
       machine.withLock { $0.listening() }
       wake.signal()
     } onNotification: { payload in
-      guard let id = Int64(payload) else { return }
-      if machine.withLock({ $0.notified(id) }) { wake.signal() }
+      if let id = Int64(payload) {
+        if machine.withLock({ $0.notified(id) }) { wake.signal() }
+        return
+      }
+      let rows = Self.completedRows(payload)
+      guard !rows.isEmpty else { return }
+      let resumptions = machine.withLock { $0.delivered(rows) }
+      for (waiter, row) in resumptions {
+        waiter.resume(returning: .row(row))
+      }
     }
+  }
+
+  /// The completed rows a worker's store notified (`id:attempt:output in base64`, separated by
+  /// spaces; see `jobkit_remote_store_outcomes`); an entry that does not parse is left out (its
+  /// id is notified alone too, and looked up).
+  static func completedRows(_ payload: String) -> [(Int64, RemoteRow)] {
+    var rows: [(Int64, RemoteRow)] = []
+    for entry in payload.split(separator: " ") {
+      let fields = entry.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+      guard fields.count == 3, let id = Int64(fields[0]), let attempt = Int(fields[1]),
+        let output = Data(base64Encoded: String(fields[2]))
+      else { continue }
+      rows.append((id, RemoteRow(state: "completed", output: output, message: nil, attempt: attempt)))
+    }
+    return rows
   }
 }

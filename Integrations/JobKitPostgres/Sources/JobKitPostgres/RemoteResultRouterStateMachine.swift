@@ -5,7 +5,8 @@
 ///
 /// - **Waiting**: a waiter registers for a row id; the driver (the queue's ``RemoteQueue/run()``)
 ///   looks it up at its next pass. Without a driver the caller polls its own row.
-/// - **Notified**: a `NOTIFY` on the "done" channel names an id: only that id is looked up.
+/// - **Notified**: a `NOTIFY` on the "done" channel names an id: only that id is looked up; one
+///   that carries completed rows (a worker's store) hands them to their waiters, no look-up.
 /// - **Polling**: every poll interval, and after each (re)connection of the `LISTEN` (while it
 ///   was down notifications were lost), every waited id is looked up.
 /// - **Reconnecting**: a look-up that failed for want of the database is retried with backoff,
@@ -84,6 +85,18 @@ struct RemoteResultRouterStateMachine<Waiter> {
     guard waiters[id] != nil else { return false }
     toCheck.insert(id)
     return true
+  }
+
+  /// A notification carried these final rows: the waiters to resume with them (their ids need
+  /// no look-up).
+  mutating func delivered<Row>(_ rows: [(Int64, Row)]) -> [(Waiter, Row)] {
+    var resumptions: [(Waiter, Row)] = []
+    for (id, row) in rows {
+      for entry in waiters.removeValue(forKey: id) ?? [] {
+        resumptions.append((entry.waiter, row))
+      }
+    }
+    return resumptions
   }
 
   /// The ids to look up at `now`: every waited id when a full check is due (each poll interval,

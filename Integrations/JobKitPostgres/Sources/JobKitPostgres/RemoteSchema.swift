@@ -275,6 +275,78 @@ enum RemoteSchema {
         """,
       ]
     ),
+    (
+      8,
+      [
+        // A worker's store of a batch of outcomes (RemoteWorker+Completion.swift). A session
+        // keeps a PL/pgSQL plan; each row is found by id (LATERAL, no join to hash) with seq
+        // scans and hash and merge joins off, so a plan made on a small table probes the primary
+        // key at any size. With p_queue, the completed results go in one notification on the
+        // "done" channel before the trigger's ids (id:attempt:base64 output, up to 7,900 bytes).
+        """
+        CREATE FUNCTION jobkit_remote_store_outcomes(p_owner text, p_ids bigint[], p_attempts integer[],
+          p_outcomes integer[], p_outputs bytea[], p_messages text[], p_delays float8[], p_codes text[],
+          p_queue text)
+        RETURNS TABLE (stored_id bigint, stored_state text)
+        LANGUAGE plpgsql VOLATILE
+        SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+        AS $$
+        BEGIN
+          RETURN QUERY
+          WITH c AS (
+            SELECT * FROM unnest($2::bigint[], $3::integer[], $4::integer[], $5::bytea[], $6::text[],
+              $7::float8[], $8::text[]) AS c(id, attempt, outcome, output, message, delay, code)
+            ORDER BY 1
+          ), locked AS (
+            -- Locked in id order, as by every multi-row update of a worker: no deadlock.
+            SELECT c.* FROM c CROSS JOIN LATERAL (
+              SELECT t.id FROM jobkit_remote_tasks t WHERE t.id = c.id AND t.owner = $1::text FOR UPDATE
+            ) l
+          ), stored AS (
+            UPDATE jobkit_remote_tasks t SET
+              state = CASE WHEN c.outcome = 0 THEN 'completed'
+                WHEN t.cancel_requested THEN 'cancelled'
+                WHEN c.outcome IN (2, 3) AND t.attempt < t.max_attempts THEN 'available' ELSE 'failed' END,
+              output = CASE WHEN c.outcome = 0 THEN c.output ELSE t.output END,
+              error_message = CASE WHEN c.outcome = 0 OR (c.outcome = 3 AND t.cancel_requested) THEN t.error_message
+                ELSE c.message END,
+              error_code = CASE WHEN c.outcome = 0 OR (c.outcome = 3 AND t.cancel_requested) THEN t.error_code
+                ELSE c.code END,
+              suspect = false,
+              finished_at = CASE WHEN c.outcome = 0 OR t.cancel_requested
+                OR NOT (c.outcome IN (2, 3) AND t.attempt < t.max_attempts) THEN now() END,
+              lease_expires_at = NULL,
+              run_after = CASE WHEN c.outcome = 0 THEN t.run_after ELSE now() + make_interval(secs => c.delay) END
+            FROM locked c
+            WHERE t.id = c.id AND t.attempt = c.attempt AND t.owner = $1::text AND t.state = 'running'
+            RETURNING t.id, t.state, t.attempt, t.output
+          ), results AS (
+            SELECT CASE WHEN $9::text IS NOT NULL AND p.payload IS NOT NULL
+              THEN pg_notify('jk_' || md5($9::text) || '_done', p.payload) END AS sent
+            FROM (
+              SELECT string_agg(e.entry, ' ' ORDER BY e.id) AS payload FROM (
+                SELECT r.id, r.entry, sum(length(r.entry) + 1) OVER (ORDER BY length(r.entry), r.id) AS upto FROM (
+                  SELECT s.id, s.id || ':' || s.attempt || ':' || translate(encode(s.output, 'base64'), E'\\n', '')
+                    AS entry
+                  FROM stored s WHERE s.state = 'completed' AND s.output IS NOT NULL
+                ) r
+              ) e
+              WHERE e.upto <= 7900
+            ) p
+          )
+          SELECT s.id, s.state FROM stored s CROSS JOIN results
+          UNION ALL
+          -- Rows this run and attempt stored already (an earlier try whose answer was lost).
+          SELECT f.id, f.state FROM c CROSS JOIN LATERAL (
+            SELECT t.id, t.state FROM jobkit_remote_tasks t
+            WHERE t.id = c.id AND t.attempt = c.attempt AND t.owner = $1::text AND t.state <> 'running' OFFSET 0
+          ) f;
+        END
+        $$
+        """
+      ]
+    ),
+    (9, [RemoteSchema.claimFunction]),
   ]
 
   /// The newest version this library knows.

@@ -32,64 +32,16 @@ extension RemoteWorker {
 }
 
 /// The claim (``RemoteWorker/claim(limit:mayTakeSuspect:owner:)``), prepared once per connection:
-/// the server plans it once, not on every claim. Returns each claimed row with how long it
-/// waited since it became runnable, or `nil` for a row made cancelled on the way.
+/// a call of `jobkit_remote_claim` (schema version 9), whose plan the server keeps. Returns each
+/// claimed row with how long it waited since it became runnable, or `nil` for a row made
+/// cancelled on the way.
 struct ClaimStatement: PostgresPreparedStatement {
   typealias Row = (row: RemoteWorker.ClaimedRow, waited: Double)?
 
-  static let name = "jobkit_remote_claim_1"
+  static let name = "jobkit_remote_claim_2"
 
   static let sql = """
-    WITH paused AS (
-      SELECT 1 FROM jobkit_remote_queues WHERE queue = $1 AND paused_at IS NOT NULL
-    ), room AS MATERIALIZED (
-      SELECT * FROM jobkit_remote_limit_room($1, $2::integer)
-    ), suspect AS (
-      SELECT id FROM jobkit_remote_tasks t
-      WHERE NOT EXISTS (SELECT 1 FROM paused) AND $3::boolean AND queue = $1 AND state = 'available'
-        AND suspect AND run_after <= now()
-        AND NOT EXISTS (SELECT 1 FROM room r WHERE r.kind = t.kind AND (r.kind_room = 0 OR r.per_key = 0
-          OR (r.concurrency_key = t.concurrency_key AND r.key_room = 0)))
-      ORDER BY run_after, id LIMIT 1
-      FOR UPDATE SKIP LOCKED
-    ), next AS (
-      SELECT id, kind, concurrency_key, run_after FROM jobkit_remote_tasks t
-      WHERE queue = $1 AND state = 'available' AND run_after <= now() AND NOT suspect
-        AND NOT EXISTS (SELECT 1 FROM suspect) AND NOT EXISTS (SELECT 1 FROM paused)
-        AND ($3::boolean OR NOT EXISTS (
-          SELECT 1 FROM jobkit_remote_tasks s
-          WHERE s.queue = $1 AND s.state = 'available' AND s.suspect AND s.run_after <= now()))
-        AND NOT EXISTS (SELECT 1 FROM room r WHERE r.kind = t.kind AND (r.kind_room = 0 OR r.per_key = 0
-          OR (r.concurrency_key = t.concurrency_key AND r.key_room = 0)))
-      ORDER BY run_after, id
-      LIMIT (SELECT CASE WHEN EXISTS (SELECT 1 FROM room) THEN 4 * $2::bigint ELSE $2::bigint END)
-      FOR UPDATE SKIP LOCKED
-    ), fitting AS (
-      SELECT id FROM (
-        SELECT n.id, n.run_after, n.concurrency_key, k.kind_room, k.per_key, c.key_room,
-          row_number() OVER (PARTITION BY n.kind ORDER BY n.run_after, n.id) AS kind_rank,
-          row_number() OVER (PARTITION BY n.kind, n.concurrency_key ORDER BY n.run_after, n.id) AS key_rank
-        FROM next n
-        LEFT JOIN room k ON k.kind = n.kind AND k.concurrency_key IS NULL
-        LEFT JOIN room c ON c.kind = n.kind AND c.concurrency_key = n.concurrency_key
-      ) ranked
-      WHERE (kind_room IS NULL OR kind_rank <= kind_room)
-        AND (concurrency_key IS NULL OR per_key IS NULL OR key_rank <= coalesce(key_room, per_key))
-      ORDER BY run_after, id LIMIT $2::bigint
-    ), picked AS (
-      SELECT id FROM suspect UNION ALL SELECT id FROM fitting
-    )
-    UPDATE jobkit_remote_tasks t SET
-      state = CASE WHEN t.cancel_requested THEN 'cancelled' ELSE 'running' END,
-      attempt = CASE WHEN t.cancel_requested THEN t.attempt ELSE t.attempt + 1 END,
-      owner = CASE WHEN t.cancel_requested THEN NULL ELSE $4::text END,
-      lease_expires_at = CASE WHEN t.cancel_requested THEN NULL ELSE now() + make_interval(secs => $5::float8) END,
-      finished_at = CASE WHEN t.cancel_requested THEN now() END,
-      first_started_at = coalesce(t.first_started_at, now())
-    FROM picked WHERE t.id = picked.id
-    RETURNING t.id, t.kind, t.input, t.attempt, t.idempotency_key, t.suspect, t.state,
-      extract(epoch FROM now() - t.run_after)::float8,
-      (extract(epoch FROM now() - coalesce(t.first_started_at, now())) * 1000)::bigint
+    SELECT * FROM jobkit_remote_claim($1, $2, $3, $4, $5)
     """
 
   let queue: String

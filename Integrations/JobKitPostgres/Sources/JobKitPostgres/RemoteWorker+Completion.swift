@@ -174,9 +174,9 @@ extension RemoteWorker {
     }
     let store = StoreOutcomesStatement(
       owner: owner, ids: ids, attempts: attempts, outcomes: kinds, outputs: outputs, messages: messages,
-      delays: delays, codes: codes)
+      delays: delays, codes: codes, queue: queue.name)
     var stored: [Int64: String] = [:]
-    for (id, state) in try await queue.planned(store) {
+    for (id, state) in try await queue.prepared(store) {
       stored[id] = state
     }
     return stored
@@ -202,45 +202,18 @@ extension RetryPolicy {
   }
 }
 
-/// The fenced store of a batch of outcomes (``RemoteWorker``'s completer), planned at each
-/// call (see ``RemoteQueue/planned(_:)``). Each row's state: updated now, or found already stored by this run and attempt;
-/// a row missing from the answer was rejected by the fence.
+/// The fenced store of a batch of outcomes (``RemoteWorker``'s completer), prepared once per
+/// connection: a call of `jobkit_remote_store_outcomes` (schema version 8), whose plan probes
+/// the primary key at any table size. Each row's state: updated now, or found already stored by
+/// this run and attempt; a row missing from the answer was rejected by the fence. The completed
+/// rows' results are notified to the queue's jobs with the store (see ``RemoteResultRouter``).
 struct StoreOutcomesStatement: PostgresPreparedStatement {
   typealias Row = (Int64, String)
 
-  static let name = "jobkit_remote_store_outcomes_1"
+  static let name = "jobkit_remote_store_outcomes_2"
 
   static let sql = """
-    WITH c AS (
-      SELECT * FROM unnest($2::bigint[], $3::integer[], $4::integer[], $5::bytea[], $6::text[], $7::float8[],
-        $8::text[]) AS c(id, attempt, outcome, output, message, delay, code)
-    ), locked AS (
-      -- Locked in id order, as by every multi-row update of a worker: no deadlock.
-      SELECT t.id FROM jobkit_remote_tasks t JOIN c ON t.id = c.id WHERE t.owner = $1
-      ORDER BY t.id FOR UPDATE OF t
-    ), stored AS (
-      UPDATE jobkit_remote_tasks t SET
-        state = CASE WHEN c.outcome = 0 THEN 'completed'
-          WHEN t.cancel_requested THEN 'cancelled'
-          WHEN c.outcome IN (2, 3) AND t.attempt < t.max_attempts THEN 'available' ELSE 'failed' END,
-        output = CASE WHEN c.outcome = 0 THEN c.output ELSE t.output END,
-        error_message = CASE WHEN c.outcome = 0 OR (c.outcome = 3 AND t.cancel_requested) THEN t.error_message
-          ELSE c.message END,
-        error_code = CASE WHEN c.outcome = 0 OR (c.outcome = 3 AND t.cancel_requested) THEN t.error_code
-          ELSE c.code END,
-        suspect = false,
-        finished_at = CASE WHEN c.outcome = 0 OR t.cancel_requested
-          OR NOT (c.outcome IN (2, 3) AND t.attempt < t.max_attempts) THEN now() END,
-        lease_expires_at = NULL,
-        run_after = CASE WHEN c.outcome = 0 THEN t.run_after ELSE now() + make_interval(secs => c.delay) END
-      FROM c JOIN locked ON locked.id = c.id
-      WHERE t.id = c.id AND t.attempt = c.attempt AND t.owner = $1 AND t.state = 'running'
-      RETURNING t.id, t.state
-    )
-    SELECT id, state FROM stored
-    UNION ALL
-    SELECT t.id, t.state FROM jobkit_remote_tasks t JOIN c ON t.id = c.id AND t.attempt = c.attempt
-    WHERE t.owner = $1 AND t.state <> 'running'
+    SELECT stored_id, stored_state FROM jobkit_remote_store_outcomes($1, $2, $3, $4, $5, $6, $7, $8, $9)
     """
 
   let owner: String
@@ -253,9 +226,11 @@ struct StoreOutcomesStatement: PostgresPreparedStatement {
   /// The wait before the next attempt, in seconds.
   let delays: [Double]
   let codes: [String]
+  /// The queue whose jobs hear the completed rows' results (`nil`: only their ids).
+  let queue: String?
 
   func makeBindings() throws -> PostgresBindings {
-    var bindings = PostgresBindings(capacity: 8)
+    var bindings = PostgresBindings(capacity: 9)
     bindings.append(owner)
     bindings.append(ids)
     bindings.append(attempts)
@@ -264,6 +239,7 @@ struct StoreOutcomesStatement: PostgresPreparedStatement {
     bindings.append(messages)
     bindings.append(delays)
     bindings.append(codes)
+    bindings.append(queue)
     return bindings
   }
 

@@ -74,6 +74,22 @@ import Testing
     #expect(!machine.isEmpty)
   }
 
+  @Test func rowsANotificationCarriesResumeTheirWaitersAndTheirIdsAreNotLookedUp() {
+    var machine = makeMachine()
+    machine.driverStarted(now: start)
+    _ = machine.register(id: 1, token: 1, waiter: "a")
+    _ = machine.register(id: 2, token: 2, waiter: "b")
+    _ = machine.nextLookUp(now: start)
+    let resumed = machine.delivered([(Int64(1), "row1"), (Int64(3), "row3")])
+    #expect(resumed.map { "\($0.0)=\($0.1)" } == ["a=row1"])
+    // The trigger's notification of the same id, after the rows: nothing to look up.
+    let waited = machine.notified(1)
+    #expect(!waited)
+    #expect(machine.nextLookUp(now: start + .milliseconds(10)).isEmpty)
+    #expect(machine.delivered([(Int64(1), "row1")]).isEmpty)
+    #expect(!machine.isEmpty)
+  }
+
   @Test func aCancelledWaiterIsRemovedAndNotResumedLater() {
     var machine = makeMachine()
     machine.driverStarted(now: start)
