@@ -19,21 +19,12 @@ extension DatabaseTests {
         let queue = try await TestDatabase.makeQueue(client)
         let channel = try await queue.channels().new
         let keys = (1...50).map { "row-\($0)" }
-        let payloads = try await client.withConnection { connection in
-          try await connection.listen(on: channel) { notifications in
-            let outcomes = try await queue.insertBatch(Self.rows(keys))
-            #expect(outcomes.allSatisfy { (try? $0.get())?.final == nil })
-            #expect(Set(outcomes.compactMap { try? $0.get().id }).count == 50)
-            // A marker after the batch's commit: every notification of the batch came before it.
-            try await client.query("SELECT pg_notify(\(channel), 'end')")
-            var payloads: [String] = []
-            for try await notification in notifications {
-              if notification.payload == "end" { break }
-              payloads.append(notification.payload)
-            }
-            return payloads
-          }
+        // A marker after the batch's commit: every notification of the batch came before it.
+        let (outcomes, payloads) = try await TestDatabase.notifications(on: channel, client) {
+          try await queue.insertBatch(Self.rows(keys))
         }
+        #expect(outcomes.allSatisfy { (try? $0.get())?.final == nil })
+        #expect(Set(outcomes.compactMap { try? $0.get().id }).count == 50)
         #expect(payloads == [""])
         var stored: [String: String] = [:]
         for try await (key, kind, input, state) in try await client.query(

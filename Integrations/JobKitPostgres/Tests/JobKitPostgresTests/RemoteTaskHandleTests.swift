@@ -233,17 +233,8 @@ extension DatabaseTests {
         let requests = (0..<2_500).map {
           RemoteTaskRequest<EchoKind>(EchoKind.Input(text: "\($0)"), idempotencyKey: "k\($0)")
         }
-        let (handles, payloads) = try await client.withConnection { connection in
-          try await connection.listen(on: channel) { notifications in
-            let handles = try await queue.enqueue(EchoKind.self, contentsOf: requests + [requests[7]])
-            try await client.query("SELECT pg_notify(\(channel), 'end')")
-            var payloads: [String] = []
-            for try await notification in notifications {
-              if notification.payload == "end" { break }
-              payloads.append(notification.payload)
-            }
-            return (handles, payloads)
-          }
+        let (handles, payloads) = try await TestDatabase.notifications(on: channel, client) {
+          try await queue.enqueue(EchoKind.self, contentsOf: requests + [requests[7]])
         }
         // One notification per statement: 3 statements for 2,501 requests.
         #expect(payloads == ["", "", ""])
@@ -267,25 +258,16 @@ extension DatabaseTests {
         let queue = try await TestDatabase.makeQueue(client)
         let channel = try await queue.channels().new
         let logger = queue.logger
-        let (handle, payloads) = try await client.withConnection { listener in
-          try await listener.listen(on: channel) { notifications in
-            let handle = try await client.withTransaction(logger: logger) { connection in
-              let handle = try await queue.enqueue(
-                EchoKind.self, EchoKind.Input(text: "tx"), idempotencyKey: "tx", on: connection)
-              // Not committed: invisible to everyone else, workers and other processes included.
-              await Self.expectCode(.taskNotFound) {
-                _ = try await queue.handle(for: EchoKind.self, idempotencyKey: "tx")
-              }
-              try await client.query("SELECT pg_notify(\(channel), 'before-commit')")
-              return handle
+        let (handle, payloads) = try await TestDatabase.notifications(on: channel, client) {
+          try await client.withTransaction(logger: logger) { connection in
+            let handle = try await queue.enqueue(
+              EchoKind.self, EchoKind.Input(text: "tx"), idempotencyKey: "tx", on: connection)
+            // Not committed: invisible to everyone else, workers and other processes included.
+            await Self.expectCode(.taskNotFound) {
+              _ = try await queue.handle(for: EchoKind.self, idempotencyKey: "tx")
             }
-            try await client.query("SELECT pg_notify(\(channel), 'end')")
-            var payloads: [String] = []
-            for try await notification in notifications {
-              if notification.payload == "end" { break }
-              payloads.append(notification.payload)
-            }
-            return (handle, payloads)
+            try await client.query("SELECT pg_notify(\(channel), 'before-commit')")
+            return handle
           }
         }
         // The workers' notification went out with the commit, not before.

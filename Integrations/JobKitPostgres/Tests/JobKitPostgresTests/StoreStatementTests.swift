@@ -183,22 +183,13 @@ extension DatabaseTests {
           owner: "owner", ids: ids, attempts: [1, 1, 1, 1], outcomes: [0, 0, 0, 1],
           outputs: outputs.map { ByteBuffer(bytes: $0) }, messages: ["", "", "", "failed"], delays: [0, 0, 0, 0],
           codes: ["", "", "", "handlerFailed"], queue: queue.name)
-        let payloads = try await client.withConnection { connection in
-          try await connection.listen(on: channel) { notifications in
-            let stored = try await queue.prepared(store)
-            #expect(
-              Dictionary(uniqueKeysWithValues: stored.map { ($0.0, $0.1) }) == [
-                ids[0]: "completed", ids[1]: "completed", ids[2]: "completed", ids[3]: "failed",
-              ])
-            try await client.query("SELECT pg_notify(\(channel), 'end')")
-            var payloads: [String] = []
-            for try await notification in notifications {
-              if notification.payload == "end" { break }
-              payloads.append(notification.payload)
-            }
-            return payloads
-          }
+        let (stored, payloads) = try await TestDatabase.notifications(on: channel, client) {
+          try await queue.prepared(store)
         }
+        #expect(
+          Dictionary(uniqueKeysWithValues: stored.map { ($0.0, $0.1) }) == [
+            ids[0]: "completed", ids[1]: "completed", ids[2]: "completed", ids[3]: "failed",
+          ])
         #expect(Array(payloads.dropFirst()) == ids.map { "\($0)" })
         let delivered = RemoteResultRouter.completedRows(try #require(payloads.first))
         #expect(delivered.map(\.0) == [ids[0], ids[1]])

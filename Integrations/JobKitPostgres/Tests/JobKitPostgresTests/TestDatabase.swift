@@ -150,6 +150,26 @@ enum TestDatabase {
     throw CancellationError()
   }
 
+  /// Runs `body` while a connection of `client` listens on `channel`, then sends a marker on it:
+  /// returns `body`'s result and every payload that came before the marker (every notification
+  /// of `body`'s commits).
+  static func notifications<Result: Sendable>(
+    on channel: String, _ client: PostgresClient, during body: @Sendable () async throws -> Result
+  ) async throws -> (result: Result, payloads: [String]) {
+    try await client.withConnection { connection in
+      try await connection.listen(on: channel) { notifications in
+        let result = try await body()
+        try await client.query("SELECT pg_notify(\(channel), 'end')")
+        var payloads: [String] = []
+        for try await notification in notifications {
+          if notification.payload == "end" { break }
+          payloads.append(notification.payload)
+        }
+        return (result, payloads)
+      }
+    }
+  }
+
   /// Each row of `queue`: key → (state, attempt).
   static func rows(_ client: PostgresClient, queue: String) async throws -> [String: (state: String, attempt: Int)] {
     var rows: [String: (String, Int)] = [:]

@@ -195,6 +195,28 @@ struct TaskDependenciesStateTests {
   /// A job whose state the tests drive directly (never started).
   private let job = JobController()
 
+  /// Begins `main()` and tracks `dependency`, then `dependant` to wait for it (both for `queue`):
+  /// their nodes, and `dependency` named as a dependency. `nil` (recorded) if either was not tracked.
+  private func trackDependant(
+    _ dependant: Operation, of dependency: Operation, in state: inout JobState, queue: OperationQueue
+  ) -> (first: TaskNode, second: TaskNode, named: [TaskDependencies<TaskNode, DependencyWait>.Named])? {
+    _ = state.beginMain(on: 1)
+    guard
+      case .tracked(let first, _, _, _, _, _) = state.track(
+        dependency, node: TaskNode(job: job, task: dependency), queue: queue),
+      case .tracked(let second, _, _, _, _, _) = state.track(
+        dependant, node: TaskNode(job: job, task: dependant), queue: queue, waitsForDependencies: true)
+    else {
+      Issue.record("not tracked")
+      return nil
+    }
+    let named = [
+      TaskDependencies<TaskNode, DependencyWait>.Named(
+        key: ObjectIdentifier(dependency), object: dependency, finishedBefore: false)
+    ]
+    return (first, second, named)
+  }
+
   @Test func aTaskNodeWithDependenciesIsNotQueuedAndStallsOnlyOnceMainReturned() {
     var state = JobState()
     _ = state.beginMain(on: 1)
@@ -231,22 +253,10 @@ struct TaskDependenciesStateTests {
 
   @Test func aRoutedDependencyReleasesItsDependantIntoTheNextDrain() {
     var state = JobState()
-    _ = state.beginMain(on: 1)
     let dependency = BlockOperation()
     let dependant = BlockOperation()
-    guard
-      case .tracked(let first, _, _, _, _, _) = state.track(
-        dependency, node: TaskNode(job: job, task: dependency), queue: OperationQueue()),
-      case .tracked(let second, _, _, _, _, _) = state.track(
-        dependant, node: TaskNode(job: job, task: dependant), queue: OperationQueue(), waitsForDependencies: true)
-    else {
-      Issue.record("not tracked")
-      return
-    }
-    let named = [
-      TaskDependencies<TaskNode, DependencyWait>.Named(
-        key: ObjectIdentifier(dependency), object: dependency, finishedBefore: false)
-    ]
+    guard let (first, second, named) = trackDependant(dependant, of: dependency, in: &state, queue: OperationQueue())
+    else { return }
     #expect(
       state.waitForDependencies(
         second, named, DependencyWait(task: dependant, dependencies: [dependency], target: .none),
@@ -271,23 +281,11 @@ struct TaskDependenciesStateTests {
   /// so, with its queue), and waits no more once they were routed: its exit asks for a slot.
   @Test func aTaskTheJobQueuesWaitsForItsDependenciesInItsState() {
     var state = JobState()
-    _ = state.beginMain(on: 1)
     let queue = OperationQueue()
     let dependency = BlockOperation()
     let dependant = BlockOperation()
-    guard
-      case .tracked(let first, _, _, _, _, _) = state.track(
-        dependency, node: TaskNode(job: job, task: dependency), queue: queue),
-      case .tracked(let second, _, _, _, _, _) = state.track(
-        dependant, node: TaskNode(job: job, task: dependant), queue: queue, waitsForDependencies: true)
-    else {
-      Issue.record("not tracked")
-      return
-    }
-    let named = [
-      TaskDependencies<TaskNode, DependencyWait>.Named(
-        key: ObjectIdentifier(dependency), object: dependency, finishedBefore: false)
-    ]
+    guard let (first, second, named) = trackDependant(dependant, of: dependency, in: &state, queue: queue)
+    else { return }
     let wait = DependencyWait(task: dependant, dependencies: [dependency], target: .queue(queue))
     let atOnce = state.waitForDependencies(second, named, wait, window: state.openDependencyWindow())
     #expect(atOnce == nil && state.admission.waitingForDependencies == 1)
