@@ -163,7 +163,8 @@ extension RemoteQueue {
 /// transaction are one when alike), and returns, for each key, the row inserted or, for a key
 /// that had a row already, that row (the statement's snapshot shows only rows that existed
 /// before it: a key inserted concurrently returns nothing and is looked up again). A key twice
-/// in a batch gets one row.
+/// in a batch gets one row. A call of `jobkit_remote_insert_rows` (schema version 10), which
+/// finds a key's earlier row by one probe of the (queue, key) index at any table size.
 struct InsertRowsStatement: PostgresPreparedStatement {
   struct Row: Sendable {
     let id: Int64
@@ -174,26 +175,11 @@ struct InsertRowsStatement: PostgresPreparedStatement {
     let row: RemoteRow
   }
 
-  static let name = "jobkit_remote_insert_rows_5"
+  static let name = "jobkit_remote_insert_rows_6"
 
   static let sql = """
-    WITH input AS (
-      SELECT * FROM unnest($2::text[], $3::text[], $4::bytea[], $6::float8[], $7::text[], $8::bigint[])
-        AS i(kind, key, input, run_after, ck, parent)
-    ), inserted AS (
-      INSERT INTO jobkit_remote_tasks
-        (queue, kind, idempotency_key, input, max_attempts, run_after, concurrency_key, parent_id)
-      SELECT $1, kind, key, input, $5, greatest(now(), to_timestamp(run_after)), nullif(ck, ''), nullif(parent, 0)
-      FROM input
-      ON CONFLICT (queue, idempotency_key) DO NOTHING
-      RETURNING id, idempotency_key, generation
-    )
-    SELECT id, idempotency_key, generation, true, 'available'::text, NULL::bytea, NULL::text, 0, NULL::text
-    FROM inserted
-    UNION ALL
-    SELECT id, idempotency_key, generation, false, state, output, error_message, attempt, error_code
-    FROM jobkit_remote_tasks
-    WHERE queue = $1 AND idempotency_key = ANY($3::text[])
+    SELECT row_id, row_key, row_generation, row_is_new, row_state, row_output, row_message, row_attempt, row_code
+    FROM jobkit_remote_insert_rows($1, $2, $3, $4, $5, $6, $7, $8)
     """
 
   let queue: String

@@ -347,6 +347,7 @@ enum RemoteSchema {
       ]
     ),
     (9, [RemoteSchema.claimFunction]),
+    (10, [RemoteSchema.insertFunction]),
   ]
 
   /// The newest version this library knows.

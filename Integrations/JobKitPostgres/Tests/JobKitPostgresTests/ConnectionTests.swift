@@ -135,7 +135,7 @@ extension DatabaseTests {
         {
           versions.append(version)
         }
-        #expect(versions == [1, 2, 3, 4, 5, 6, 7, 8, 9])
+        #expect(versions == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
       }
       try await TestDatabase.withClient { client in
         try await client.query(PostgresQuery(unsafeSQL: "DROP DATABASE \(database) WITH (FORCE)"))

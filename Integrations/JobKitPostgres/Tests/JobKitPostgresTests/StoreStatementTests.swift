@@ -6,8 +6,8 @@ import Testing
 
 extension DatabaseTests {
   /// The worker's store of outcomes (`jobkit_remote_store_outcomes`, schema version 8) and its
-  /// claim (`jobkit_remote_claim`, version 9) against the real server: their cached plans, and
-  /// the results the store notifies.
+  /// claim (`jobkit_remote_claim`, version 9) and the job's insert (`jobkit_remote_insert_rows`,
+  /// version 10) against the real server: their cached plans, and the results the store notifies.
   @Suite
   struct StoreStatementTests {
     /// The store as schema version 7 sent it: a join of the outcomes and the table, which a
@@ -86,7 +86,9 @@ extension DatabaseTests {
     static func wholeTableScans(_ plan: [String]) -> [String] {
       var scans: [String] = []
       for (index, line) in plan.enumerated() where line.contains(" on jobkit_remote_tasks") {
-        if line.contains("Update on jobkit_remote_tasks") { continue }
+        if line.contains("Update on jobkit_remote_tasks") || line.contains("Insert on jobkit_remote_tasks") {
+          continue
+        }
         let next = index + 1 < plan.count ? plan[index + 1] : ""
         if line.contains("Index Scan using jobkit_remote_tasks_pkey") && next.contains("Index Cond: (id = ") {
           continue
@@ -157,6 +159,43 @@ extension DatabaseTests {
           client, query: query, settings: [], rows: 100, state: "available", types: claim.types,
           arguments: claim.arguments)
         #expect(!Self.wholeTableScans(unset).isEmpty, "\(unset.joined(separator: "\n"))")
+      }
+    }
+
+    /// The plan a session keeps of the job's insert (`jobkit_remote_insert_rows`, version 10)
+    /// finds each key's earlier row by one probe of the (queue, key) index, on a table of 10 rows
+    /// as of 100,000. The insert of version 9 (a prepared statement that filtered the queue's
+    /// rows by the keys) read every row of the queue at each batch with the plan made on a small
+    /// table: the check finds its scan.
+    @Test func theInsertsCachedPlanProbesEachKeyAtAnyTableSize() async throws {
+      try await TestDatabase.withClient { client in
+        _ = try await TestDatabase.makeQueue(client)
+        let (query, settings) = try await Self.function(client, "jobkit_remote_insert_rows")
+        #expect(settings.contains("enable_seqscan=off"))
+        let insert = (
+          types: "text, text[], text[], bytea[], integer, float8[], text[], bigint[]",
+          arguments: #"'plans', '{echo,echo}', '{key-1,new}', '{"\\x00","\\x00"}', 5, '{0,0}', '{"",""}', '{0,0}'"#
+        )
+        for rows in [10, 100_000] {
+          let plan = try await Self.genericPlan(
+            client, query: query, settings: settings, rows: rows, state: "completed", types: insert.types,
+            arguments: insert.arguments)
+          #expect(
+            plan.contains { $0.contains("Index Cond: ((queue = $1) AND (idempotency_key = k.key))") },
+            "\(plan.joined(separator: "\n"))")
+          #expect(Self.wholeTableScans(plan).isEmpty, "at \(rows) rows:\n\(plan.joined(separator: "\n"))")
+        }
+        let union = try #require(query.range(of: "UNION ALL"))
+        let filtered =
+          String(query[..<union.upperBound]) + """
+
+            SELECT id, idempotency_key, generation, false, state, output, error_message, attempt, error_code
+            FROM jobkit_remote_tasks WHERE queue = $1 AND idempotency_key = ANY($3::text[])
+            """
+        let old = try await Self.genericPlan(
+          client, query: filtered, settings: [], rows: 10, state: "completed", types: insert.types,
+          arguments: insert.arguments)
+        #expect(!Self.wholeTableScans(old).isEmpty, "\(old.joined(separator: "\n"))")
       }
     }
 
