@@ -157,9 +157,14 @@ extension DatabaseTests {
         TestSupport.registerTree(on: worker, client: client)
         let group = ServiceGroup(services: [queue, worker], logger: TestDatabase.logger)
         let running = Task { try await group.run() }
-        // The first leaf of each job answers at once, the second sleeps.
-        try await TestDatabase.eventually("the jobs and 2 leaves run") {
-          try await Self.rows(client, queue: queue.name).values.filter { $0.state == "running" }.count == 5
+        // The first leaf of each job answers at once, the second sleeps. Wait for exactly that:
+        // five running rows alone could be a first leaf still running while a second is being
+        // claimed, a claim the shutdown then gives up (its row stays running until its lease).
+        try await TestDatabase.eventually("the jobs and their sleeping leaves run, the other leaves completed") {
+          let rows = try await Self.rows(client, queue: queue.name)
+          return rows.count == 7 && rows.values.filter { $0.state == "running" }.count == 5
+            && rows.filter { $0.key.split(separator: "\u{1F}").count == 3 && $0.key.hasSuffix("c0") }
+              .allSatisfy { $0.value.state == "completed" }
         }
         await group.triggerGracefulShutdown()
         try? await running.value
