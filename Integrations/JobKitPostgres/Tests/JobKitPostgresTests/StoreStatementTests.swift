@@ -103,6 +103,19 @@ extension DatabaseTests {
       return scans
     }
 
+    /// Expects the plan `plan(rows)` gives at each of `sizes` to contain `probe` at least `count`
+    /// times and to read no whole table (``wholeTableScans(_:)``).
+    static func expectEachPlan(
+      at sizes: [Int], probes probe: String, atLeast count: Int = 1, _ plan: (Int) async throws -> [String]
+    ) async throws {
+      for rows in sizes {
+        let lines = try await plan(rows)
+        let text = "at \(rows) rows:\n\(lines.joined(separator: "\n"))"
+        #expect(lines.filter { $0.contains(probe) }.count >= count, "\(text)")
+        #expect(wholeTableScans(lines).isEmpty, "\(text)")
+      }
+    }
+
     /// A function's query (the body's `RETURN QUERY`) and its settings, as the server has them.
     static func function(_ client: PostgresClient, _ name: String = "jobkit_remote_store_outcomes") async throws
       -> (query: String, settings: [String])
@@ -127,10 +140,8 @@ extension DatabaseTests {
         _ = try await TestDatabase.makeQueue(client)
         let (query, settings) = try await Self.function(client)
         #expect(settings.contains("enable_seqscan=off"))
-        for rows in [10, 100_000] {
-          let plan = try await Self.genericPlan(client, query: query, settings: settings, rows: rows)
-          #expect(plan.filter { $0.contains("Index Cond: (id = ") }.count >= 3, "\(plan.joined(separator: "\n"))")
-          #expect(Self.wholeTableScans(plan).isEmpty, "at \(rows) rows:\n\(plan.joined(separator: "\n"))")
+        try await Self.expectEachPlan(at: [10, 100_000], probes: "Index Cond: (id = ", atLeast: 3) { rows in
+          try await Self.genericPlan(client, query: query, settings: settings, rows: rows)
         }
         let joined = try await Self.genericPlan(client, query: Self.joinedStore, settings: settings, rows: 10)
         #expect(!Self.wholeTableScans(joined).isEmpty, "\(joined.joined(separator: "\n"))")
@@ -148,12 +159,10 @@ extension DatabaseTests {
         let (query, settings) = try await Self.function(client, "jobkit_remote_claim")
         #expect(settings.contains("enable_seqscan=off"))
         let claim = (types: "text, integer, boolean, text, float8", arguments: "'plans', 16, true, 'owner-2', 30")
-        for rows in [100, 100_000] {
-          let plan = try await Self.genericPlan(
+        try await Self.expectEachPlan(at: [100, 100_000], probes: "Index Cond: (id = ") { rows in
+          try await Self.genericPlan(
             client, query: query, settings: settings, rows: rows, state: "available", types: claim.types,
             arguments: claim.arguments)
-          #expect(plan.contains { $0.contains("Index Cond: (id = ") }, "\(plan.joined(separator: "\n"))")
-          #expect(Self.wholeTableScans(plan).isEmpty, "at \(rows) rows:\n\(plan.joined(separator: "\n"))")
         }
         let unset = try await Self.genericPlan(
           client, query: query, settings: [], rows: 100, state: "available", types: claim.types,
@@ -176,14 +185,11 @@ extension DatabaseTests {
           types: "text, text[], text[], bytea[], integer, float8[], text[], bigint[]",
           arguments: #"'plans', '{echo,echo}', '{key-1,new}', '{"\\x00","\\x00"}', 5, '{0,0}', '{"",""}', '{0,0}'"#
         )
-        for rows in [10, 100_000] {
-          let plan = try await Self.genericPlan(
+        let probe = "Index Cond: ((queue = $1) AND (idempotency_key = k.key))"
+        try await Self.expectEachPlan(at: [10, 100_000], probes: probe) { rows in
+          try await Self.genericPlan(
             client, query: query, settings: settings, rows: rows, state: "completed", types: insert.types,
             arguments: insert.arguments)
-          #expect(
-            plan.contains { $0.contains("Index Cond: ((queue = $1) AND (idempotency_key = k.key))") },
-            "\(plan.joined(separator: "\n"))")
-          #expect(Self.wholeTableScans(plan).isEmpty, "at \(rows) rows:\n\(plan.joined(separator: "\n"))")
         }
         let union = try #require(query.range(of: "UNION ALL"))
         let filtered =
